@@ -1,0 +1,110 @@
+"""Wire format of the REST API's responses (DESIGN §4), shared by the service, the SDK and the CLI."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+T = TypeVar("T")
+
+
+class StudyStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+    @property
+    def finished(self) -> bool:
+        return self in (StudyStatus.COMPLETED, StudyStatus.STOPPED, StudyStatus.FAILED)
+
+
+class TrialStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    PRUNED = "pruned"
+
+    @property
+    def finished(self) -> bool:
+        return self in (TrialStatus.COMPLETED, TrialStatus.FAILED, TrialStatus.PRUNED)
+
+
+class FoldStatus(StrEnum):
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    LOST = "lost"
+    """The service stopped while this attempt ran; a later attempt re-runs the fold."""
+    CANCELLED = "cancelled"
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+class Page(_Out, Generic[T]):
+    data: list[T]
+    count: int = Field(..., description="Rows matching the query, before limit and offset")
+
+
+class Progress(_Out):
+    budget: int
+    finished: int
+    running: int
+    pending: int
+    completed: int
+    failed: int
+    pruned: int
+
+
+class TrialSummary(_Out):
+    id: int
+    number: int
+    status: TrialStatus
+    params: dict[str, Any]
+    value: float | None = None
+    std_error: float | None = None
+    error: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class Study(_Out):
+    id: int
+    name: str
+    status: StudyStatus
+    spec: dict[str, Any]
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    error: str | None = None
+    progress: Progress
+    best_trial: TrialSummary | None = None
+
+
+class EpochMetrics(_Out):
+    epoch: int
+    metrics: dict[str, float]
+
+
+class FoldRun(_Out):
+    fold: int
+    attempt: int
+    status: FoldStatus
+    value: float | None = None
+    error: str | None = None
+    traceback: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    train_seconds: float | None = Field(None, description="Time inside training epochs")
+    epochs: list[EpochMetrics] = Field(default_factory=list)
+
+
+class Trial(TrialSummary):
+    folds: list[FoldRun] = Field(default_factory=list)

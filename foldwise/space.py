@@ -1,0 +1,192 @@
+"""Search-space types: parameters, their conditions, and which parameters a configuration activates.
+
+These are the contract types shared by the API, the optimizers and the trainers. A configuration is
+a plain ``dict`` of parameter name to value that holds exactly the *active* parameters.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Scalar = str | int | float | bool
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Comparison(_Strict):
+    """A test on another parameter's value; every operator given must hold."""
+
+    eq: Scalar | None = None
+    ne: Scalar | None = None
+    in_: list[Scalar] | None = Field(default=None, alias="in")
+    gt: float | None = None
+    gte: float | None = None
+    lt: float | None = None
+    lte: float | None = None
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scalar_means_eq(cls, data: Any) -> Any:
+        # `when: {act: relu}` is shorthand for `when: {act: {eq: relu}}`.
+        if isinstance(data, str | int | float | bool):
+            return {"eq": data}
+        if isinstance(data, list):
+            return {"in": data}
+        return data
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> Comparison:
+        if not self.model_dump(exclude_none=True):
+            raise ValueError("a condition needs at least one of eq, ne, in, gt, gte, lt, lte")
+        return self
+
+    def holds(self, value: Any) -> bool:
+        """Whether ``value`` passes every operator of this comparison."""
+        if self.eq is not None and value != self.eq:
+            return False
+        if self.ne is not None and value == self.ne:
+            return False
+        if self.in_ is not None and value not in self.in_:
+            return False
+        ordered = [(self.gt, float.__gt__), (self.gte, float.__ge__),
+                   (self.lt, float.__lt__), (self.lte, float.__le__)]
+        for bound, test in ordered:
+            if bound is None:
+                continue
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                return False
+            if not test(float(value), float(bound)):
+                return False
+        return True
+
+
+Condition = dict[str, Comparison]
+
+
+class _Param(_Strict):
+    when: Condition | None = None
+
+    def is_active(self, config: Mapping[str, Any]) -> bool:
+        """Active when every condition's parameter is present in ``config`` and passes its test."""
+        if not self.when:
+            return True
+        return all(name in config and cmp.holds(config[name]) for name, cmp in self.when.items())
+
+
+class FloatParam(_Param):
+    type: Literal["float"]
+    low: float
+    high: float
+    log: bool = False
+
+    @model_validator(mode="after")
+    def _check_bounds(self) -> FloatParam:
+        _check_range(self.low, self.high, self.log)
+        return self
+
+
+class IntParam(_Param):
+    type: Literal["int"]
+    low: int
+    high: int
+    log: bool = False
+
+    @model_validator(mode="after")
+    def _check_bounds(self) -> IntParam:
+        _check_range(self.low, self.high, self.log)
+        return self
+
+
+class CategoricalParam(_Param):
+    type: Literal["categorical"]
+    choices: list[Scalar]
+
+    @field_validator("choices")
+    @classmethod
+    def _check_choices(cls, choices: list[Scalar]) -> list[Scalar]:
+        if not choices:
+            raise ValueError("choices must not be empty")
+        if len(set(map(repr, choices))) != len(choices):
+            raise ValueError("choices must be distinct")
+        return choices
+
+
+def _check_range(low: float, high: float, log: bool) -> None:
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ValueError("low and high must be finite")
+    if low >= high:
+        raise ValueError(f"low ({low}) must be below high ({high})")
+    if log and low <= 0:
+        raise ValueError(f"a log-scale parameter needs low > 0, got {low}")
+
+
+Param = Annotated[FloatParam | IntParam | CategoricalParam, Field(discriminator="type")]
+
+
+def condition_order(space: Mapping[str, Param]) -> list[str]:
+    """Parameter names ordered so that every parameter comes after those its condition reads.
+
+    Raises ``ValueError`` naming the parameter when a condition refers to an unknown parameter,
+    to itself, or forms a cycle.
+    """
+    order: list[str] = []
+    state: dict[str, str] = {}
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if state.get(name) == "done":
+            return
+        if state.get(name) == "visiting":
+            raise ValueError(f"{name}: conditions form a cycle ({' -> '.join((*path, name))})")
+        state[name] = "visiting"
+        for dep in (space[name].when or {}):
+            if dep not in space:
+                raise ValueError(f"{name}: condition refers to unknown parameter {dep!r}")
+            if dep == name:
+                raise ValueError(f"{name}: a condition cannot refer to its own parameter")
+            visit(dep, (*path, name))
+        state[name] = "done"
+        order.append(name)
+
+    for name in space:
+        visit(name, ())
+    return order
+
+
+def active_names(space: Mapping[str, Param], config: Mapping[str, Any]) -> list[str]:
+    """Names of the parameters active in ``config``, in condition order."""
+    active: dict[str, Any] = {}
+    for name in condition_order(space):
+        if space[name].is_active(active) and name in config:
+            active[name] = config[name]
+    return list(active)
+
+
+def contains(space: Mapping[str, Param], config: Mapping[str, Any]) -> bool:
+    """Whether ``config`` holds exactly the active parameters, each with a value inside its range."""
+    active: dict[str, Any] = {}
+    for name in condition_order(space):
+        param = space[name]
+        if not param.is_active(active):
+            continue
+        if name not in config or not _in_range(param, config[name]):
+            return False
+        active[name] = config[name]
+    return set(active) == set(config)
+
+
+def _in_range(param: Param, value: Any) -> bool:
+    if isinstance(param, CategoricalParam):
+        return value in param.choices
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if isinstance(param, IntParam) and not float(value).is_integer():
+        return False
+    return param.low <= value <= param.high
