@@ -1,0 +1,32 @@
+"""The service's one settings object, read from the environment (prefix ``FOLDWISE_``)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="FOLDWISE_", env_file=".env", extra="ignore")
+
+    database_url: str = Field(
+        "sqlite:///./foldwise.db",
+        description="SQLAlchemy URL; postgresql+psycopg://... in production",
+    )
+    host: str = "127.0.0.1"
+    port: int = 8000
+    upgrade_db: bool = Field(False, description="Upgrade an outdated schema on start")
+    ray_address: str | None = Field(None, description="host:6379 of a Ray cluster; unset = local")
+    ray_num_cpus: float | None = Field(None, description="Logical CPUs of a local Ray")
+    max_idle_worker_groups: int = Field(8, ge=0, description="Warm DDP worker groups kept idle")
+    scheduler_enabled: bool = Field(True, description="Run studies; off for a read-only API")
+    poll_seconds: float = Field(1.0, gt=0, description="How often the scheduler looks for work")
+    artifact_dir: Path = Path("./foldwise-artifacts")
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,85 @@
+"""Queries on fold runs and their per-epoch metrics. Functions never commit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from foldwise.schemas import FoldStatus, TrialStatus
+from service.db.models import EpochMetricRow, FoldRunRow, TrialRow, utcnow
+
+
+def start_fold_run(session: Session, trial_id: int, fold: int) -> FoldRunRow:
+    """A new attempt at ``fold``: one more than any attempt stored before."""
+    query = select(func.max(FoldRunRow.attempt)).where(
+        FoldRunRow.trial_id == trial_id, FoldRunRow.fold == fold
+    )
+    latest = session.scalar(query)
+    run = FoldRunRow(
+        trial_id=trial_id,
+        fold=fold,
+        attempt=0 if latest is None else latest + 1,
+        status=FoldStatus.RUNNING,
+        started_at=utcnow(),
+    )
+    session.add(run)
+    session.flush()
+    return run
+
+
+def record_epoch(session: Session, fold_run_id: int, epoch: int, metrics: dict[str, Any]) -> None:
+    """Store one epoch's metrics; recording the same (run, epoch) twice keeps the first."""
+    query = select(EpochMetricRow.id).where(
+        EpochMetricRow.fold_run_id == fold_run_id, EpochMetricRow.epoch == epoch
+    )
+    if session.scalar(query) is None:
+        session.add(EpochMetricRow(fold_run_id=fold_run_id, epoch=epoch, metrics=metrics))
+
+
+def finish_fold_run(
+    session: Session,
+    fold_run_id: int,
+    status: FoldStatus,
+    *,
+    value: float | None = None,
+    error: str | None = None,
+    traceback: str | None = None,
+    train_seconds: float | None = None,
+) -> None:
+    run = session.get_one(FoldRunRow, fold_run_id)
+    run.status = status
+    run.value = value
+    run.error = error
+    run.traceback = traceback
+    run.train_seconds = train_seconds
+    run.finished_at = utcnow()
+
+
+def completed_fold_values(session: Session, trial_id: int) -> dict[int, float]:
+    """Value of each fold of a trial that already has a completed attempt."""
+    query = select(FoldRunRow.fold, FoldRunRow.value).where(
+        FoldRunRow.trial_id == trial_id, FoldRunRow.status == FoldStatus.COMPLETED
+    )
+    return {fold: value for fold, value in session.execute(query)}
+
+
+def mark_lost_fold_runs(session: Session, study_id: int) -> int:
+    """Fold runs left ``running`` by a service that stopped: mark them lost so they re-run."""
+    trial_ids = select(TrialRow.id).where(
+        TrialRow.study_id == study_id,
+        TrialRow.status.in_((TrialStatus.PENDING, TrialStatus.RUNNING)),
+    )
+    result = session.execute(
+        update(FoldRunRow)
+        .where(FoldRunRow.trial_id.in_(trial_ids), FoldRunRow.status == FoldStatus.RUNNING)
+        .values(status=FoldStatus.LOST, finished_at=utcnow(), error="the service stopped")
+    )
+    return result.rowcount or 0
+
+
+def fold_runs_of(session: Session, trial_id: int) -> Sequence[FoldRunRow]:
+    query = select(FoldRunRow).where(FoldRunRow.trial_id == trial_id)
+    return session.scalars(query.order_by(FoldRunRow.fold, FoldRunRow.attempt)).all()

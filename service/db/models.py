@@ -1,0 +1,132 @@
+"""Storage: SQLAlchemy 2.0 typed ORM models for studies, trials, fold runs and epoch metrics."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Enum,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _status(enum: type[StrEnum]) -> Enum:
+    # Stored as plain strings: adding a state later needs no ALTER TYPE on PostgreSQL.
+    return Enum(enum, native_enum=False, length=16, values_callable=lambda e: [m.value for m in e])
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {datetime: DateTime(timezone=True), dict[str, Any]: JSON}
+
+
+class StudyRow(Base):
+    __tablename__ = "studies"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    status: Mapped[StudyStatus] = mapped_column(_status(StudyStatus), index=True)
+    spec: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    error: Mapped[str | None] = mapped_column(Text)
+    stop_requested: Mapped[bool] = mapped_column(default=False)
+
+    trials: Mapped[list[TrialRow]] = relationship(
+        back_populates="study", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class TrialRow(Base):
+    __tablename__ = "trials"
+    __table_args__ = (
+        UniqueConstraint("study_id", "number"),
+        Index("ix_trials_study_id_status", "study_id", "status"),
+        Index("ix_trials_study_id_value", "study_id", "value"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"))
+    number: Mapped[int] = mapped_column(Integer)
+    status: Mapped[TrialStatus] = mapped_column(_status(TrialStatus))
+    params: Mapped[dict[str, Any]]
+    value: Mapped[float | None] = mapped_column(Float)
+    std_error: Mapped[float | None] = mapped_column(Float)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+
+    study: Mapped[StudyRow] = relationship(back_populates="trials")
+    fold_runs: Mapped[list[FoldRunRow]] = relationship(
+        back_populates="trial",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+        order_by="(FoldRunRow.fold, FoldRunRow.attempt)",
+    )
+
+
+class FoldRunRow(Base):
+    """One attempt at one fold of a trial; a retried fold gets a new row with attempt + 1."""
+
+    __tablename__ = "fold_runs"
+    __table_args__ = (UniqueConstraint("trial_id", "fold", "attempt"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"))
+    fold: Mapped[int] = mapped_column(Integer)
+    attempt: Mapped[int] = mapped_column(Integer)
+    status: Mapped[FoldStatus] = mapped_column(_status(FoldStatus))
+    value: Mapped[float | None] = mapped_column(Float)
+    error: Mapped[str | None] = mapped_column(Text)
+    traceback: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    train_seconds: Mapped[float | None] = mapped_column(Float)
+
+    trial: Mapped[TrialRow] = relationship(back_populates="fold_runs")
+    epochs: Mapped[list[EpochMetricRow]] = relationship(
+        back_populates="fold_run",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+        order_by="EpochMetricRow.epoch",
+    )
+
+
+class EpochMetricRow(Base):
+    __tablename__ = "epoch_metrics"
+    __table_args__ = (UniqueConstraint("fold_run_id", "epoch"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    fold_run_id: Mapped[int] = mapped_column(ForeignKey("fold_runs.id", ondelete="CASCADE"))
+    epoch: Mapped[int] = mapped_column(Integer)
+    metrics: Mapped[dict[str, Any]]
+
+    fold_run: Mapped[FoldRunRow] = relationship(back_populates="epochs")

@@ -1,0 +1,61 @@
+"""Schema versions: upgrade a database with Alembic, and refuse to run on an outdated one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine
+
+import migrations
+from service.db.engine import make_engine
+
+MIGRATIONS_DIR = Path(migrations.__file__).parent
+
+
+class OutdatedSchema(RuntimeError):
+    """The database's schema is not the one this version of foldwise needs."""
+
+
+def alembic_config(url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+    assert head is not None, "migrations/versions holds no revision"
+    return head
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def upgrade_database(url: str) -> str:
+    """Bring the database at ``url`` to the newest schema; returns the revision now at head."""
+    command.upgrade(alembic_config(url), "head")
+    engine = make_engine(url)
+    try:
+        return current_revision(engine) or ""
+    finally:
+        engine.dispose()
+
+
+def check_schema(engine: Engine) -> None:
+    """Raise ``OutdatedSchema`` with a one-line explanation unless the database is at head."""
+    current, head = current_revision(engine), head_revision()
+    if current == head:
+        return
+    where = engine.url.render_as_string(hide_password=True)
+    found = f"is at revision {current}" if current else "has no foldwise schema"
+    raise OutdatedSchema(
+        f"the database {where} {found}; this foldwise needs {head}: "
+        "run `foldwise db upgrade` (or start with --upgrade-db)"
+    )
