@@ -1,4 +1,4 @@
-"""Wire format of the REST API's responses (DESIGN §4), shared by the service, the SDK and the CLI."""
+"""Wire format of the REST API responses (DESIGN §4), shared by service, SDK and CLI."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Search-space types: parameters, their conditions, and which parameters a configuration activates.
+"""Search-space types: parameters, their conditions, and which parameters a config activates.
 
 These are the contract types shared by the API, the optimizers and the trainers. A configuration is
 a plain ``dict`` of parameter name to value that holds exactly the *active* parameters.
@@ -131,11 +131,24 @@ def _check_range(low: float, high: float, log: bool) -> None:
 Param = Annotated[FloatParam | IntParam | CategoricalParam, Field(discriminator="type")]
 
 
+class ConditionError(ValueError):
+    """A condition on an unknown parameter, on its own parameter, or closing a cycle.
+
+    ``loc`` is where it sits in the space, ``(param, "when", other)``, so that validation
+    errors can name the field; ``reason`` is the message without the parameter name.
+    """
+
+    def __init__(self, param: str, other: str, reason: str) -> None:
+        super().__init__(f"{param}: {reason}")
+        self.loc = (param, "when", other)
+        self.reason = reason
+
+
 def condition_order(space: Mapping[str, Param]) -> list[str]:
     """Parameter names ordered so that every parameter comes after those its condition reads.
 
-    Raises ``ValueError`` naming the parameter when a condition refers to an unknown parameter,
-    to itself, or forms a cycle.
+    Raises ``ConditionError`` (a ``ValueError``) naming the parameter when a condition refers to
+    an unknown parameter, to itself, or forms a cycle.
     """
     order: list[str] = []
     state: dict[str, str] = {}
@@ -143,14 +156,15 @@ def condition_order(space: Mapping[str, Param]) -> list[str]:
     def visit(name: str, path: tuple[str, ...]) -> None:
         if state.get(name) == "done":
             return
-        if state.get(name) == "visiting":
-            raise ValueError(f"{name}: conditions form a cycle ({' -> '.join((*path, name))})")
+        if state.get(name) == "visiting":  # path[-1]'s condition reads name: the cycle closes
+            cycle = " -> ".join((*path, name))
+            raise ConditionError(path[-1], name, f"conditions form a cycle ({cycle})")
         state[name] = "visiting"
         for dep in (space[name].when or {}):
             if dep not in space:
-                raise ValueError(f"{name}: condition refers to unknown parameter {dep!r}")
+                raise ConditionError(name, dep, f"condition refers to unknown parameter {dep!r}")
             if dep == name:
-                raise ValueError(f"{name}: a condition cannot refer to its own parameter")
+                raise ConditionError(name, dep, "a condition cannot refer to its own parameter")
             visit(dep, (*path, name))
         state[name] = "done"
         order.append(name)
@@ -170,7 +184,7 @@ def active_names(space: Mapping[str, Param], config: Mapping[str, Any]) -> list[
 
 
 def contains(space: Mapping[str, Param], config: Mapping[str, Any]) -> bool:
-    """Whether ``config`` holds exactly the active parameters, each with a value inside its range."""
+    """Whether ``config`` holds exactly the active parameters, each inside its range."""
     active: dict[str, Any] = {}
     for name in condition_order(space):
         param = space[name]

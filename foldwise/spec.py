@@ -9,9 +9,17 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
-from foldwise.space import Param, condition_order
+from foldwise.space import ConditionError, Param, condition_order
 
 OPTIMIZER_NAMES = ("random", "gp", "evolution")
 """Optimizers a spec may name; the service's registry implements exactly these."""
@@ -27,7 +35,7 @@ class Direction(StrEnum):
 
 
 class Objective(_Strict):
-    metric: str = Field("val_loss", min_length=1, description="Per-epoch metric the trainer reports")
+    metric: str = Field("val_loss", min_length=1, description="Per-epoch metric to optimise")
     direction: Direction = Direction.MINIMIZE
     use: Literal["best", "last"] = Field(
         "best", description="Take each fold's best epoch or its last one"
@@ -95,8 +103,12 @@ class StudySpec(_Strict):
             raise ValueError("the search space needs at least one parameter")
         for name in space:
             if not name.isidentifier():
-                raise ValueError(f"parameter name {name!r} must be a Python identifier")
-        condition_order(space)
+                message = f"parameter name {name!r} must be a Python identifier"
+                raise _space_error((name,), message, space)
+        try:
+            condition_order(space)
+        except ConditionError as exc:
+            raise _space_error(exc.loc, exc.reason, space) from exc
         return space
 
     @model_validator(mode="after")
@@ -108,3 +120,12 @@ class StudySpec(_Strict):
     def resolved(self) -> dict[str, Any]:
         """The spec as stored and returned by the API: every default filled in."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=False)
+
+
+def _space_error(loc: tuple[str, ...], message: str, space: Any) -> ValidationError:
+    """An error located inside ``space`` (pydantic prefixes ``space``), so the API names the
+    offending parameter, e.g. ``space.width_2.when.depth``, instead of the whole space."""
+    error = PydanticCustomError("value_error", "{reason}", {"reason": message})
+    return ValidationError.from_exception_data(
+        "StudySpec", [{"type": error, "loc": loc, "input": space}]
+    )

@@ -1,0 +1,255 @@
+"""The ``foldwise`` command line: run the service, submit studies and follow them (DESIGN §9).
+
+Commands are thin: they call the SDK and ``cli_render``. Every ``FoldwiseError`` becomes one red
+line on stderr and exit code 1 (``FoldwiseGroup``); usage errors keep Typer's exit code 2.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from enum import StrEnum
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from typer.core import TyperGroup
+
+from foldwise import __version__, cli_render
+from foldwise.client import DEFAULT_URL, Client, Study
+from foldwise.errors import FoldwiseError
+from foldwise.schemas import StudyStatus, TrialStatus
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print ``error: message`` in red on stderr and exit with ``code``."""
+    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+    raise typer.Exit(code)
+
+
+class FoldwiseGroup(TyperGroup):
+    """Turns an SDK error raised by any command into one line on stderr, never a traceback."""
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except FoldwiseError as exc:
+            fail(str(exc))
+
+
+app = typer.Typer(
+    cls=FoldwiseGroup,
+    help="Hyperparameter and architecture search for PyTorch, K-fold cross-validated.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+db_app = typer.Typer(help="Manage the service's database.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+UrlOption = Annotated[
+    str | None,
+    typer.Option("--url", help="Service URL [default: the global --url]", show_default=False),
+]
+
+
+class TrialSort(StrEnum):
+    """``foldwise trials --sort``: the API's orders; ``best`` is best first for the direction."""
+
+    NUMBER = "number"
+    NUMBER_DESC = "-number"
+    VALUE = "value"
+    VALUE_DESC = "-value"
+    BEST = "best"
+
+
+StudyId = Annotated[int, typer.Argument(help="Study id", show_default=False)]
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"foldwise {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    url: Annotated[
+        str, typer.Option("--url", envvar="FOLDWISE_URL", help="URL of the foldwise service")
+    ] = DEFAULT_URL,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version")
+    ] = False,
+) -> None:
+    ctx.obj = url
+
+
+def _client(ctx: typer.Context, url: str | None) -> Client:
+    """A client for the command's ``--url``, else the global one."""
+    return Client(url or ctx.find_root().obj or DEFAULT_URL)
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address [default: settings]")] = None,
+    port: Annotated[int | None, typer.Option(help="Port [default: settings]")] = None,
+    upgrade_db: Annotated[
+        bool, typer.Option("--upgrade-db", help="Upgrade an outdated database schema first")
+    ] = False,
+) -> None:
+    """Run the service (API, dashboard and scheduler); settings come from FOLDWISE_* variables."""
+    for name, value in (("HOST", host), ("PORT", port), ("UPGRADE_DB", upgrade_db or None)):
+        if value is not None:
+            os.environ[f"FOLDWISE_{name}"] = str(value)
+    try:
+        import uvicorn
+
+        from service.app import create_app
+        from service.config import Settings
+    except ModuleNotFoundError as exc:
+        _fail_without_server(exc)
+    settings = Settings()
+    uvicorn.run(create_app, factory=True, host=settings.host, port=settings.port)
+
+
+@app.command()
+def submit(
+    ctx: typer.Context,
+    spec: Annotated[str, typer.Argument(help="Study spec file (YAML or JSON)")],
+    watch: Annotated[bool, typer.Option("--watch", help="Follow the study until it ends")] = False,
+    interval: Annotated[float, typer.Option(min=0.1, help="Seconds between polls")] = 2.0,
+    url: UrlOption = None,
+) -> None:
+    """Validate a study spec, create the study, and say where to watch it."""
+    with _client(ctx, url) as client:
+        study = client.create_study(spec)
+        console.print(f"created study [bold]{study.id}[/] ({escape(study.name)})")
+        if not watch:
+            where = "" if client.url == DEFAULT_URL else f"--url {client.url} "
+            console.print(f"watch it:  foldwise {where}watch {study.id}")
+            console.print(f"dashboard: {client.url}/dashboard")
+            return
+        _follow(study, interval)
+
+
+@app.command()
+def studies(
+    ctx: typer.Context,
+    status: Annotated[StudyStatus | None, typer.Option(help="Only studies in this state")] = None,
+    url: UrlOption = None,
+) -> None:
+    """List studies with their progress and best value."""
+    with _client(ctx, url) as client:
+        rows = client.list_studies(status)
+    if not rows:
+        console.print("no studies")
+        return
+    console.print(cli_render.studies_table([study.data for study in rows]))
+
+
+@app.command()
+def status(ctx: typer.Context, study_id: StudyId, url: UrlOption = None) -> None:
+    """Show a study: spec summary, status, progress and best trial."""
+    with _client(ctx, url) as client:
+        console.print(cli_render.study_details(client.fetch_study(study_id)))
+
+
+@app.command()
+def watch(
+    ctx: typer.Context,
+    study_id: StudyId,
+    interval: Annotated[float, typer.Option(min=0.1, help="Seconds between polls")] = 2.0,
+    url: UrlOption = None,
+) -> None:
+    """Follow a study with a progress bar until it ends, then show its best trial.
+
+    Exits 0 when the study completed or was stopped, 1 when it failed.
+    """
+    with _client(ctx, url) as client:
+        _follow(client.get_study(study_id), interval)
+
+
+@app.command()
+def trials(
+    ctx: typer.Context,
+    study_id: StudyId,
+    status: Annotated[TrialStatus | None, typer.Option(help="Only trials in this state")] = None,
+    sort: Annotated[TrialSort, typer.Option(help="Order of the rows")] = TrialSort.NUMBER,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="Rows to show")] = 50,
+    url: UrlOption = None,
+) -> None:
+    """List a study's trials: status, value ± standard error, duration, parameters."""
+    with _client(ctx, url) as client:
+        page = client.fetch_trials(study_id, status=status, sort=sort.value, limit=limit)
+    if not page.data:
+        console.print(f"study {study_id} has no {status.value + ' ' if status else ''}trials yet")
+        return
+    console.print(cli_render.trials_table(page.data, total=page.count))
+
+
+@app.command()
+def best(ctx: typer.Context, study_id: StudyId, url: UrlOption = None) -> None:
+    """Show the best trial so far: value ± standard error and its parameters."""
+    with _client(ctx, url) as client:
+        study = client.fetch_study(study_id)
+    if study.best_trial is None:
+        fail(f"study {study_id} has no completed trial yet")
+    console.print(cli_render.best_trial_view(study, study.best_trial))
+
+
+@app.command()
+def stop(ctx: typer.Context, study_id: StudyId, url: UrlOption = None) -> None:
+    """Stop a study: no new trials, running ones are cancelled."""
+    with _client(ctx, url) as client:
+        study = client.stop_study(study_id)
+    console.print(f"study {study.id} ({escape(study.name)}) is {study.status.value}")
+
+
+@db_app.command("upgrade")
+def db_upgrade(
+    database_url: Annotated[
+        str | None, typer.Option(help="SQLAlchemy URL [default: FOLDWISE_DATABASE_URL]")
+    ] = None,
+) -> None:
+    """Create the database schema or upgrade it to the newest revision."""
+    try:
+        from service.config import Settings
+        from service.db.schema import upgrade_database
+    except ModuleNotFoundError as exc:
+        _fail_without_server(exc)
+    url = database_url or Settings().database_url
+    try:
+        revision = upgrade_database(url)
+    except Exception as exc:  # a driver or migration error: one line, not a traceback
+        fail(f"cannot upgrade the database: {type(exc).__name__}: {exc}".splitlines()[0])
+    shown = escape(_hide_password(url))
+    console.print(f"database {shown} is at revision [bold]{revision}[/] (head)")
+
+
+def _follow(study: Study, interval: float) -> None:
+    """Watch ``study`` to its end; exit 1 if it failed, 130 on Ctrl-C (the study goes on)."""
+    try:
+        final = cli_render.watch_study(study, console, interval=interval)
+    except KeyboardInterrupt:
+        err_console.print(f"stopped watching; study {study.id} keeps running")
+        raise typer.Exit(130) from None
+    if final is StudyStatus.FAILED:
+        raise typer.Exit(1)
+
+
+def _hide_password(url: str) -> str:
+    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+
+
+def _fail_without_server(exc: ModuleNotFoundError) -> NoReturn:
+    """A missing server extra is for the user to fix; a missing module of ours is a bug."""
+    if (exc.name or "").split(".")[0] in ("foldwise", "service", "optimizers", "trainers"):
+        raise exc
+    fail(
+        f"the foldwise service needs the server extras (no module {exc.name!r}): "
+        "pip install 'foldwise[server]'"
+    )

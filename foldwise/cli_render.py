@@ -1,0 +1,237 @@
+"""How the CLI shows studies and trials: number and time formats, Rich tables and panels.
+
+Pure functions of the API's schema objects, so they are tested without a terminal or a service.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+from rich.text import Text
+
+from foldwise import schemas
+from foldwise.client import Study
+
+NONE = "-"
+STATUS_STYLES = {
+    "queued": "cyan", "running": "blue", "pending": "cyan", "completed": "green",
+    "stopped": "yellow", "pruned": "yellow", "failed": "red", "lost": "yellow",
+    "cancelled": "yellow",
+}
+
+
+def fmt_number(value: float | None) -> str:
+    """A metric value to 4 significant digits (``0.08412``, ``1.235e+04``)."""
+    return NONE if value is None else f"{value:.4g}"
+
+
+def fmt_value(value: float | None, std_error: float | None = None) -> str:
+    """``value ± s.e.``, the standard error to 2 significant digits."""
+    if value is None:
+        return NONE
+    return fmt_number(value) if std_error is None else f"{value:.4g} ± {std_error:.2g}"
+
+
+def fmt_param(value: Any) -> str:
+    return fmt_number(value) if isinstance(value, float) else str(value)
+
+
+def fmt_params(params: Mapping[str, Any]) -> str:
+    """``lr=0.01 depth=2 act=relu`` on one line."""
+    return " ".join(f"{name}={fmt_param(value)}" for name, value in params.items())
+
+
+def fmt_time(moment: datetime | None, now: datetime | None = None) -> str:
+    """``42s ago``/``5m ago``/``3h ago`` within a day, else ``2025-11-22 04:39`` (UTC)."""
+    if moment is None:
+        return NONE
+    moment = _aware(moment)
+    age = (_aware(now or datetime.now(UTC)) - moment).total_seconds()
+    if age < 5:
+        return "just now"
+    if age < 86_400:
+        return f"{fmt_duration(age, precise=False)} ago"
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def fmt_duration(seconds: float | None, *, precise: bool = True) -> str:
+    """``12.3s``, ``3m05s``, ``1h02m``, ``3d04h``; the largest unit only when not ``precise``."""
+    if seconds is None:
+        return NONE
+    if seconds < 60:
+        return f"{seconds:.1f}s" if precise else f"{int(seconds)}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s" if precise else f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours}h{minutes:02d}m" if precise else f"{hours}h"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h" if precise else f"{days}d"
+
+
+def fmt_span(start: datetime | None, end: datetime | None) -> str:
+    """The time from ``start`` to ``end``, or a dash if either is unknown."""
+    if start is None or end is None:
+        return NONE
+    return fmt_duration((_aware(end) - _aware(start)).total_seconds())
+
+
+def status_text(status: str) -> Text:
+    return Text(str(status), style=STATUS_STYLES.get(str(status), ""))
+
+
+def objective_text(spec: Mapping[str, Any]) -> str:
+    """``val_loss (minimize)`` from a resolved spec."""
+    objective = spec.get("objective", {})
+    return f"{objective.get('metric', '?')} ({objective.get('direction', '?')})"
+
+
+def geometry_text(spec: Mapping[str, Any]) -> str:
+    """``2 trials × 5 folds × 2 workers`` (N_G × K × N_W) from a resolved spec."""
+    parallel = spec.get("parallel", {})
+    parts = []
+    nouns = (("trial_groups", "trial"), ("folds", "fold"), ("workers_per_fold", "worker"))
+    for key, noun in nouns:
+        count = parallel.get(key, "?")
+        parts.append(f"{count} {noun}" if count == 1 else f"{count} {noun}s")
+    return " × ".join(parts)
+
+
+def studies_table(studies: Sequence[schemas.Study]) -> Table:
+    """One row per study: id, name, status, progress, best value, optimizer, created."""
+    table = Table(title=None, header_style="bold")
+    for column in ("id", "name", "status", "trials", "best", "optimizer", "created"):
+        table.add_column(column, justify="right" if column in ("id", "trials") else "left")
+    for study in studies:
+        best = study.best_trial
+        table.add_row(
+            str(study.id), study.name, status_text(study.status),
+            f"{study.progress.finished}/{study.progress.budget}",
+            fmt_value(best.value if best else None),
+            str(study.spec.get("optimizer", {}).get("name", NONE)),
+            fmt_time(study.created_at),
+        )
+    return table
+
+
+def trials_table(trials: Sequence[schemas.TrialSummary], *, total: int | None = None) -> Table:
+    """One row per trial: number, status, value ± s.e., duration, params (or error)."""
+    shown = len(trials)
+    caption = None if total is None or total <= shown else f"{shown} of {total} trials"
+    table = Table(header_style="bold", caption=caption)
+    table.add_column("#", justify="right")
+    for column in ("status", "value ± s.e.", "time", "params"):
+        table.add_column(column)
+    for trial in trials:
+        detail = fmt_params(trial.params)
+        if trial.error:
+            detail = f"{detail}  [{trial.error.splitlines()[0][:80]}]" if detail else trial.error
+        table.add_row(
+            str(trial.number), status_text(trial.status),
+            fmt_value(trial.value, trial.std_error),
+            fmt_span(trial.started_at, trial.finished_at), Text(detail),
+        )
+    return table
+
+
+def study_details(study: schemas.Study) -> Table:
+    """Key/value grid for ``foldwise status``: spec summary, times, progress, best trial."""
+    spec, progress = study.spec, study.progress
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    rows: list[tuple[str, RenderableType]] = [
+        ("study", f"{study.id} {study.name}"),
+        ("status", status_text(study.status)),
+        ("objective", objective_text(spec)),
+        ("optimizer", str(spec.get("optimizer", {}).get("name", NONE))),
+        ("parallel", geometry_text(spec)),
+        ("trials", progress_text(progress)),
+        ("created", fmt_time(study.created_at)),
+        ("duration", fmt_span(study.started_at, study.finished_at or datetime.now(UTC))),
+        ("best", best_summary(study.best_trial)),
+    ]
+    if study.error:
+        rows.append(("error", Text(study.error, style="red")))
+    for key, value in rows:
+        grid.add_row(key, value)
+    return grid
+
+
+def progress_text(progress: schemas.Progress) -> str:
+    """``12/40 finished (10 completed, 1 failed, 1 pruned; 2 running, 0 pending)``."""
+    return (
+        f"{progress.finished}/{progress.budget} finished ({progress.completed} completed, "
+        f"{progress.failed} failed, {progress.pruned} pruned; {progress.running} running, "
+        f"{progress.pending} pending)"
+    )
+
+
+def best_summary(trial: schemas.TrialSummary | None) -> str:
+    """``#12 0.08412 ± 0.0031`` or a dash."""
+    if trial is None:
+        return NONE
+    return f"#{trial.number} {fmt_value(trial.value, trial.std_error)}"
+
+
+def best_trial_view(study: schemas.Study, trial: schemas.TrialSummary) -> Group:
+    """The best trial's value ± s.e. on the objective, then its parameters one per row."""
+    head = Text.assemble(
+        ("best trial ", "bold"), (f"#{trial.number}", "bold cyan"), " of study ",
+        f"{study.id} {study.name}: ", (fmt_value(trial.value, trial.std_error), "bold green"),
+        f"  {objective_text(study.spec)}",
+    )
+    params = Table(header_style="bold", show_edge=False)
+    params.add_column("parameter")
+    params.add_column("value")
+    for name, value in trial.params.items():
+        params.add_row(name, fmt_param(value))
+    return Group(head, params)
+
+
+def _aware(moment: datetime) -> datetime:
+    """Times without a zone are UTC (what the service stores)."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def watch_study(study: Study, console: Console, *, interval: float) -> schemas.StudyStatus:
+    """Show a progress bar of finished/budget trials until the study ends, then its best trial.
+
+    Returns the final status; the SDK's errors propagate (the CLI prints them).
+    """
+    columns = (
+        TextColumn(f"study {study.id}"), TextColumn("{task.description}"), BarColumn(),
+        MofNCompleteColumn(), TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console) as bar:
+        task = bar.add_task(study.status.value, total=study.data.progress.budget, detail="")
+
+        def update(current: Study) -> None:
+            progress, best = current.data.progress, current.data.best_trial
+            detail = f"{progress.running} running  best {fmt_value(best.value if best else None)}"
+            bar.update(task, completed=progress.finished, total=progress.budget,
+                       description=current.status.value, detail=detail)
+
+        study.wait(poll=interval, on_update=update)
+    data = study.data
+    console.print(Text.assemble(f"study {data.id} ", status_text(data.status), ": ",
+                                progress_text(data.progress)))
+    if data.error:
+        console.print(Text(data.error, style="red"))
+    if data.best_trial is None:
+        console.print("no trial completed")
+    else:
+        console.print(best_trial_view(data, data.best_trial))
+    return data.status

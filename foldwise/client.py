@@ -1,0 +1,366 @@
+"""The Python SDK: a synchronous client of the foldwise REST API (DESIGN §4, §9).
+
+``Client`` speaks HTTP and turns failures into ``foldwise.errors``; ``Study`` is a handle on one
+study that re-reads it from the service on demand. Nothing here talks to the database.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import httpx
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from foldwise import schemas
+from foldwise.errors import ApiError, FoldwiseError, InvalidSpec, NotFound, ServiceUnavailable
+from foldwise.spec import StudySpec
+
+if TYPE_CHECKING:
+    import pandas
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+TRIAL_SORTS = ("number", "-number", "value", "-value", "best")
+_PAGE_SIZE = 1000  # the API's maximum page size
+_GATEWAY_ERRORS = (502, 503, 504)
+
+M = TypeVar("M", bound=BaseModel)
+SpecSource = StudySpec | Mapping[str, Any] | str | Path
+
+
+def load_spec(source: SpecSource) -> StudySpec:
+    """Validate a spec given as a model, a mapping, or the path of a YAML/JSON file.
+
+    Raises ``InvalidSpec`` for an unreadable file, a document that does not parse, or one that
+    ``StudySpec`` rejects, so mistakes surface before anything is sent.
+    """
+    if isinstance(source, StudySpec):
+        return source
+    document = source if isinstance(source, Mapping) else _read_document(Path(source))
+    try:
+        return StudySpec.model_validate(document)
+    except ValidationError as exc:
+        raise InvalidSpec.from_validation_error(exc) from exc
+
+
+def _read_document(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidSpec([f"cannot read {path}: {exc.strerror or exc}"]) from exc
+    try:
+        document = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        reason = " ".join(str(exc).split())
+        raise InvalidSpec([f"cannot parse {path}: {reason}"]) from exc
+    if not isinstance(document, dict):
+        raise InvalidSpec([f"{path} must hold a mapping (name, space, budget, ...)"])
+    return document
+
+
+class Client:
+    """A connection to a foldwise service; use it as a context manager to close it."""
+
+    def __init__(self, url: str | None = None, *, timeout: float = 10.0) -> None:
+        self.url = _normalise_url(url or os.environ.get("FOLDWISE_URL") or DEFAULT_URL)
+        self._http = httpx.Client(base_url=self.url, timeout=timeout)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Client({self.url!r})"
+
+    def close(self) -> None:
+        self._http.close()
+
+    def create_study(self, spec: SpecSource) -> Study:
+        """Validate ``spec`` locally, then create the study; raises ``InvalidSpec`` if rejected."""
+        body = load_spec(spec).model_dump(mode="json", by_alias=True, exclude_unset=True)
+        data = self._request("POST", "/studies", json=body, spec=True)
+        return Study(self, _parse(schemas.Study, data))
+
+    def get_study(self, study_id: int) -> Study:
+        return Study(self, self.fetch_study(study_id))
+
+    def list_studies(self, status: schemas.StudyStatus | str | None = None) -> list[Study]:
+        """Every study (optionally only those in ``status``), read page by page."""
+        pages = _all_pages(lambda at: self.fetch_studies(status, limit=_PAGE_SIZE, offset=at))
+        return [Study(self, data) for data in pages]
+
+    def fetch_study(self, study_id: int) -> schemas.Study:
+        """The study's current data, as the API returns it."""
+        data = self._request("GET", f"/studies/{study_id}", missing=f"study {study_id} not found")
+        return _parse(schemas.Study, data)
+
+    def fetch_studies(
+        self, status: schemas.StudyStatus | str | None = None, *, limit: int = 100, offset: int = 0
+    ) -> schemas.Page[schemas.Study]:
+        """One page of studies and the total ``count`` that match."""
+        params = _query(status=status, limit=limit, offset=offset)
+        data = self._request("GET", "/studies", params=params)
+        return _parse(schemas.Page[schemas.Study], data)
+
+    def fetch_trials(
+        self,
+        study_id: int,
+        *,
+        status: schemas.TrialStatus | str | None = None,
+        sort: str = "number",
+        limit: int = 100,
+        offset: int = 0,
+    ) -> schemas.Page[schemas.TrialSummary]:
+        """One page of a study's trials; ``sort`` is one of ``TRIAL_SORTS``."""
+        if sort not in TRIAL_SORTS:
+            raise ValueError(f"sort must be one of {', '.join(TRIAL_SORTS)}, not {sort!r}")
+        params = _query(status=status, sort=sort, limit=limit, offset=offset)
+        path = f"/studies/{study_id}/trials"
+        data = self._request("GET", path, params=params, missing=f"study {study_id} not found")
+        return _parse(schemas.Page[schemas.TrialSummary], data)
+
+    def fetch_trial(self, study_id: int, number: int) -> schemas.Trial:
+        missing = f"trial {number} of study {study_id} not found"
+        data = self._request("GET", f"/studies/{study_id}/trials/{number}", missing=missing)
+        return _parse(schemas.Trial, data)
+
+    def stop_study(self, study_id: int) -> schemas.Study:
+        """Ask the service to stop launching trials and cancel the running ones."""
+        path = f"/studies/{study_id}/stop"
+        data = self._request("POST", path, missing=f"study {study_id} not found")
+        return _parse(schemas.Study, data)
+
+    def delete_study(self, study_id: int) -> None:
+        self._request("DELETE", f"/studies/{study_id}", missing=f"study {study_id} not found")
+
+    def health(self) -> dict[str, Any]:
+        """``GET /health``: ``{"status": "ok"|"degraded", "database": ..., "ray": ...}``."""
+        return self._request("GET", "/health")
+
+    def _request(
+        self, method: str, path: str, *, missing: str | None = None, spec: bool = False, **kw: Any
+    ) -> Any:
+        try:
+            response = self._http.request(method, path, **kw)
+        except httpx.TransportError as exc:
+            raise ServiceUnavailable(self.url, _transport_reason(exc)) from exc
+        if response.is_success:
+            return _json_body(response, self.url) if response.status_code != 204 else None
+        detail = _error_detail(response)
+        if response.status_code == 404 and missing:
+            raise NotFound(missing)
+        if response.status_code == 422 and spec:
+            raise InvalidSpec.from_detail(detail)
+        if response.status_code in _GATEWAY_ERRORS:
+            raise ServiceUnavailable(self.url, f"HTTP {response.status_code} {detail}")
+        raise ApiError(
+            f"{method} {path} failed with HTTP {response.status_code}: {_detail_text(detail)}",
+            status_code=response.status_code,
+            detail=detail,
+        )
+
+
+def _normalise_url(url: str) -> str:
+    url = url.strip().rstrip("/")
+    if "://" not in url:
+        url = f"http://{url}"
+    try:
+        httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise FoldwiseError(f"invalid service URL {url!r}: {exc}") from exc
+    return url
+
+
+def _query(**params: Any) -> dict[str, Any]:
+    return {key: str(value) for key, value in params.items() if value is not None}
+
+
+def _all_pages(fetch: Callable[[int], schemas.Page[Any]]) -> list[Any]:
+    rows: list[Any] = []
+    while True:
+        page = fetch(len(rows))
+        rows.extend(page.data)
+        if not page.data or len(rows) >= page.count:
+            return rows
+
+
+def _transport_reason(exc: httpx.TransportError) -> str:
+    if isinstance(exc, httpx.TimeoutException):
+        return f"timed out ({type(exc).__name__})"
+    return str(exc) or type(exc).__name__
+
+
+def _json_body(response: httpx.Response, url: str) -> Any:
+    try:
+        return response.json()
+    except ValueError as exc:
+        raise ApiError(
+            f"unexpected non-JSON answer from {url}{response.request.url.path}",
+            status_code=response.status_code,
+        ) from exc
+
+
+def _error_detail(response: httpx.Response) -> Any:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:200] or response.reason_phrase
+    return body.get("detail", body) if isinstance(body, dict) else body
+
+
+def _detail_text(detail: Any) -> str:
+    if isinstance(detail, list) and all(isinstance(item, Mapping) for item in detail):
+        return "; ".join(InvalidSpec.from_detail(detail).problems)
+    return str(detail)
+
+
+def _parse(model: type[M], data: Any) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise FoldwiseError(
+            f"unexpected answer from the service ({exc.error_count()} fields do not match "
+            f"{model.__name__}); is it a foldwise service of the same version?"
+        ) from exc
+
+
+
+class Study:
+    """A handle on one study: its latest data, and methods that ask the service for more.
+
+    ``data``, ``name`` and ``status`` are as of the last read (creation, ``refresh()``,
+    ``wait()``); ``best_trial``, ``trials()`` and ``trial()`` always ask the service.
+    """
+
+    def __init__(self, client: Client, data: schemas.Study) -> None:
+        self.client = client
+        self.data = data
+
+    def __repr__(self) -> str:
+        progress = self.data.progress
+        return (
+            f"<Study {self.id} {self.name!r} {self.status.value} "
+            f"{progress.finished}/{progress.budget} trials>"
+        )
+
+    @property
+    def id(self) -> int:
+        return self.data.id
+
+    @property
+    def name(self) -> str:
+        return self.data.name
+
+    @property
+    def status(self) -> schemas.StudyStatus:
+        return self.data.status
+
+    def refresh(self) -> Study:
+        """Re-read the study from the service."""
+        self.data = self.client.fetch_study(self.id)
+        return self
+
+    def wait(
+        self,
+        timeout: float | None = None,
+        poll: float = 2.0,
+        on_update: Callable[[Study], None] | None = None,
+    ) -> Study:
+        """Poll every ``poll`` seconds until the study is completed, stopped or failed.
+
+        ``on_update`` is called with this handle after every poll (to drive a progress bar).
+        Raises ``TimeoutError`` if the study is still going after ``timeout`` seconds.
+        """
+        deadline = math.inf if timeout is None else time.monotonic() + timeout
+        while True:
+            self.refresh()
+            if on_update is not None:
+                on_update(self)
+            if self.status.finished:
+                return self
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                progress = self.data.progress
+                raise TimeoutError(
+                    f"study {self.id} is still {self.status.value} after {timeout:g} s "
+                    f"({progress.finished}/{progress.budget} trials finished)"
+                )
+            time.sleep(min(poll, remaining))
+
+    @property
+    def best_trial(self) -> schemas.TrialSummary | None:
+        """The best completed trial so far (read fresh), or ``None`` if there is none yet."""
+        return self.refresh().data.best_trial
+
+    def trials(
+        self, status: schemas.TrialStatus | str | None = None, sort: str = "number"
+    ) -> list[schemas.TrialSummary]:
+        """Every trial (optionally only those in ``status``), read page by page."""
+        return _all_pages(
+            lambda offset: self.client.fetch_trials(
+                self.id, status=status, sort=sort, limit=_PAGE_SIZE, offset=offset
+            )
+        )
+
+    def trial(self, number: int) -> schemas.Trial:
+        """One trial with its fold runs and their per-epoch metrics."""
+        return self.client.fetch_trial(self.id, number)
+
+    def stop(self) -> Study:
+        """Stop launching trials and cancel the running ones; a finished study stays as it is."""
+        self.data = self.client.stop_study(self.id)
+        return self
+
+    def delete(self) -> None:
+        """Delete the study and everything recorded for it."""
+        self.client.delete_study(self.id)
+
+    def to_dataframe(self) -> pandas.DataFrame:
+        """All trials as a pandas DataFrame, one ``params_<name>`` column per parameter."""
+        try:
+            import pandas
+        except ImportError as exc:
+            raise ImportError("Study.to_dataframe() needs pandas: pip install pandas") from exc
+        rows, columns = trial_rows(self.trials(), list(self.data.spec.get("space", {})))
+        return pandas.DataFrame(rows, columns=columns)
+
+
+def trial_rows(
+    trials: list[schemas.TrialSummary], param_names: list[str]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Flat rows (and their column order) for a table of trials; absent parameters are None.
+
+    Parameters of the space come first in spec order; any others a trial holds follow.
+    """
+    names = list(dict.fromkeys([*param_names, *(n for t in trials for n in t.params)]))
+    columns = ["number", "status", "value", "std_error", *(f"params_{n}" for n in names)]
+    columns += ["started_at", "finished_at", "duration_s", "error"]
+    rows = []
+    for trial in trials:
+        row: dict[str, Any] = {
+            "number": trial.number,
+            "status": trial.status.value,
+            "value": trial.value,
+            "std_error": trial.std_error,
+            "started_at": trial.started_at,
+            "finished_at": trial.finished_at,
+            "duration_s": _duration(trial),
+            "error": trial.error,
+        }
+        row.update({f"params_{name}": trial.params.get(name) for name in names})
+        rows.append(row)
+    return rows, columns
+
+
+def _duration(trial: schemas.TrialSummary) -> float | None:
+    if trial.started_at is None or trial.finished_at is None:
+        return None
+    return (trial.finished_at - trial.started_at).total_seconds()

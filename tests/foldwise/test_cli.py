@@ -1,0 +1,226 @@
+"""The CLI as a user runs it: exit codes, one-line errors, and what the commands print."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from rich.console import Console
+from typer.testing import CliRunner
+
+from foldwise import cli
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def wide_console(monkeypatch):
+    """Tables wide enough that cells are not wrapped; errors keep going to the real stderr."""
+    monkeypatch.setattr(cli, "console", Console(width=200, highlight=False))
+    monkeypatch.delenv("FOLDWISE_URL", raising=False)
+
+
+def assert_one_line_error(result, *fragments: str, code: int = 1) -> None:
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def write_spec(tmp_path: Path, document: dict) -> str:
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return str(path)
+
+
+def test_service_down_is_one_line_naming_the_url(dead_url):
+    result = runner.invoke(cli.app, ["studies", "--url", dead_url])
+    assert_one_line_error(result, f"cannot reach the foldwise service at {dead_url}")
+
+
+def test_global_url_option_and_env_var(dead_url):
+    result = runner.invoke(cli.app, ["--url", dead_url, "status", "3"])
+    assert_one_line_error(result, dead_url)
+    result = runner.invoke(cli.app, ["best", "3"], env={"FOLDWISE_URL": dead_url})
+    assert_one_line_error(result, dead_url)
+
+
+def test_service_down_in_a_real_process(dead_url):
+    foldwise = Path(sys.executable).with_name("foldwise")
+    done = subprocess.run(
+        [str(foldwise), "studies", "--url", dead_url], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stdout + done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("error: cannot reach the foldwise service at " + dead_url)
+
+
+def test_submit_missing_file(tmp_path):
+    result = runner.invoke(cli.app, ["submit", str(tmp_path / "nope.yaml")])
+    assert_one_line_error(result, "cannot read", "nope.yaml")
+
+
+def test_submit_unparseable_file(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("name: [unclosed\n")
+    assert_one_line_error(runner.invoke(cli.app, ["submit", str(path)]), "cannot parse")
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda spec: spec["parallel"].update(folds=1), "parallel.folds: "),
+        (lambda spec: spec["space"]["lr"].update(low=0.5), "space.lr: low (0.5) must be below"),
+        (lambda spec: spec["optimizer"].update(name="bayes"), "optimizer.name: "),
+        (lambda spec: spec.update(budgett={"trials": 3}), "budgett: Extra inputs"),
+    ],
+)
+def test_submit_bad_spec_names_the_field(tmp_path, spec_dict, dead_url, edit, field):
+    edit(spec_dict)
+    result = runner.invoke(cli.app, ["submit", write_spec(tmp_path, spec_dict), "--url", dead_url])
+    assert_one_line_error(result, "invalid study spec: ", field)
+
+
+def test_submit_spec_with_several_errors_lists_each_field(tmp_path, spec_dict):
+    spec_dict["parallel"]["folds"] = 1
+    spec_dict["space"] = {}
+    result = runner.invoke(cli.app, ["submit", write_spec(tmp_path, spec_dict)])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.stderr.splitlines() == [
+        "error: invalid study spec (2 errors):",
+        "  space: the search space needs at least one parameter",
+        "  parallel.folds: Input should be greater than or equal to 2",
+    ]
+
+
+def test_submit_prints_the_id_and_where_to_watch(stub, tmp_path, spec_dict, make_study):
+    stub.handle = lambda request: (201, make_study(status="queued", finished=0))
+    result = runner.invoke(cli.app, ["submit", write_spec(tmp_path, spec_dict), "--url", stub.url])
+    assert result.exit_code == 0, result.output
+    assert "created study 7 (digits-mlp)" in result.stdout
+    assert f"foldwise --url {stub.url} watch 7" in result.stdout
+
+
+def test_submit_watch_follows_the_new_study(stub, tmp_path, spec_dict, make_study):
+    def handle(request):
+        if request.method == "POST":
+            return 201, make_study(status="queued", finished=0)
+        return 200, make_study(status="failed", finished=1, error="task 'digits_mlp' crashed")
+
+    stub.handle = handle
+    path = write_spec(tmp_path, spec_dict)
+    result = runner.invoke(cli.app, ["submit", path, "--watch", "--url", stub.url])
+    assert result.exit_code == 1, result.output
+    assert "created study 7" in result.stdout
+    assert "study 7 failed: 1/10 finished" in result.stdout
+    assert "task 'digits_mlp' crashed" in result.stdout
+
+
+def test_usage_errors_keep_exit_code_2():
+    result = runner.invoke(cli.app, ["trials", "3", "--sort", "fastest"])
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+
+
+def test_not_found(stub):
+    result = runner.invoke(cli.app, ["status", "42", "--url", stub.url])
+    assert_one_line_error(result, "study 42 not found")
+
+
+def test_studies_table(stub, make_study):
+    studies = [make_study(1, "completed", 10), make_study(2, "queued", 0)]
+    stub.handle = lambda request: (200, {"data": studies, "count": 2})
+    result = runner.invoke(cli.app, ["studies", "--url", stub.url, "--status", "completed"])
+    assert result.exit_code == 0, result.output
+    assert stub.requests[0].query["status"] == "completed"
+    row = next(line for line in result.stdout.splitlines() if "completed" in line)
+    for cell in ("1", "digits-mlp", "10/10", "0.1235", "gp"):
+        assert cell in row
+
+
+def test_status_shows_progress_and_best(stub, make_study):
+    stub.handle = lambda request: (200, make_study())
+    result = runner.invoke(cli.app, ["status", "7", "--url", stub.url])
+    assert result.exit_code == 0, result.output
+    assert "3/10 finished (3 completed, 0 failed, 0 pruned; 2 running, 0 pending)" in result.stdout
+    assert "2 trials × 5 folds × 2 workers" in result.stdout
+    assert "#2 0.1235 ± 0.0042" in result.stdout
+
+
+def test_trials_table_passes_filters(stub, make_trial):
+    stub.handle = lambda request: (200, {"data": [make_trial(4), make_trial(1)], "count": 9})
+    args = ["trials", "7", "--sort", "best", "--status", "completed", "--limit", "2"]
+    result = runner.invoke(cli.app, [*args, "--url", stub.url])
+    assert result.exit_code == 0, result.output
+    query = stub.requests[0].query
+    assert (query["sort"], query["status"], query["limit"]) == ("best", "completed", "2")
+    assert "lr=0.01235 depth=2 act=relu" in result.stdout
+    assert "2 of 9 trials" in result.stdout
+
+
+def test_best_without_a_completed_trial_fails(stub, make_study):
+    stub.handle = lambda request: (200, make_study(finished=0))
+    result = runner.invoke(cli.app, ["best", "7", "--url", stub.url])
+    assert_one_line_error(result, "study 7 has no completed trial yet")
+
+
+def test_best_prints_value_and_params(stub, make_study):
+    stub.handle = lambda request: (200, make_study())
+    result = runner.invoke(cli.app, ["best", "7", "--url", stub.url])
+    assert result.exit_code == 0, result.output
+    assert "best trial #2 of study 7 digits-mlp: 0.1235 ± 0.0042" in result.stdout
+    assert "depth" in result.stdout and "relu" in result.stdout
+
+
+@pytest.mark.parametrize(("final", "code"), [("completed", 0), ("stopped", 0), ("failed", 1)])
+def test_watch_follows_to_the_end_and_exits_by_outcome(stub, make_study, final, code):
+    states = iter(["running", "running", final])
+    stub.handle = lambda request: (200, make_study(status=next(states, final), finished=4))
+    result = runner.invoke(cli.app, ["watch", "7", "--interval", "0.1", "--url", stub.url])
+    assert result.exit_code == code, result.output
+    assert f"study 7 {final}: 4/10 finished" in result.stdout
+    assert "best trial #2" in result.stdout
+
+
+def test_stop(stub, make_study):
+    stub.handle = lambda request: (200, make_study(status="stopped"))
+    result = runner.invoke(cli.app, ["stop", "7", "--url", stub.url])
+    assert result.exit_code == 0, result.output
+    assert [(r.method, r.path) for r in stub.requests][-1] == ("POST", "/studies/7/stop")
+    assert "study 7 (digits-mlp) is stopped" in result.stdout
+
+
+def test_serve_without_the_server_extras_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # makes `import uvicorn` fail
+    result = runner.invoke(cli.app, ["serve", "--port", "8123"])
+    assert_one_line_error(result, "no module 'uvicorn'", "pip install 'foldwise[server]'")
+
+
+def test_db_upgrade_creates_the_schema(tmp_path):
+    pytest.importorskip("service.db.schema")
+    url = f"sqlite:///{tmp_path / 'foldwise.db'}"
+    result = runner.invoke(cli.app, ["db", "upgrade", "--database-url", url])
+    assert result.exit_code == 0, result.output
+    assert f"database {url} is at revision" in result.stdout
+    assert (tmp_path / "foldwise.db").exists()
+
+
+def test_db_upgrade_failure_is_one_line(tmp_path):
+    pytest.importorskip("service.db.schema")
+    url = f"sqlite:///{tmp_path / 'missing-dir' / 'foldwise.db'}"
+    assert_one_line_error(
+        runner.invoke(cli.app, ["db", "upgrade", "--database-url", url]),
+        "cannot upgrade the database",
+    )
+
+
+def test_database_passwords_are_not_printed():
+    url = "postgresql+psycopg://fold:s3cret@db:5432/foldwise"
+    assert cli._hide_password(url) == "postgresql+psycopg://fold:***@db:5432/foldwise"

@@ -1,0 +1,106 @@
+"""Number, time and table formatting of the CLI, on schema objects."""
+
+from __future__ import annotations
+
+import io
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from rich.console import Console
+
+from foldwise import cli_render as render
+from foldwise.schemas import Study, TrialSummary
+
+
+def text_of(renderable) -> str:
+    console = Console(width=160, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(None, "-"), (0.123456789, "0.1235"), (12345.678, "1.235e+04"), (3.0, "3"), (-0.5, "-0.5")],
+)
+def test_fmt_number_keeps_four_significant_digits(value, expected):
+    assert render.fmt_number(value) == expected
+
+
+def test_fmt_value_with_standard_error():
+    assert render.fmt_value(0.0841234, 0.0031234) == "0.08412 ± 0.0031"
+    assert render.fmt_value(0.0841234) == "0.08412"
+    assert render.fmt_value(None, 0.1) == "-"
+
+
+def test_fmt_params():
+    params = {"lr": 0.000123456, "depth": 2, "act": "relu", "bn": True}
+    assert render.fmt_params(params) == "lr=0.0001235 depth=2 act=relu bn=True"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "precise", "expected"),
+    [(12.34, True, "12.3s"), (185, True, "3m05s"), (3720, True, "1h02m"),
+     (3 * 86_400 + 4 * 3600, True, "3d04h"), (185, False, "3m"), (42.9, False, "42s")],
+)
+def test_fmt_duration(seconds, precise, expected):
+    assert render.fmt_duration(seconds, precise=precise) == expected
+
+
+def test_fmt_time_is_relative_within_a_day_then_iso():
+    now = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+    assert render.fmt_time(now - timedelta(seconds=2), now) == "just now"
+    assert render.fmt_time(now - timedelta(minutes=5, seconds=3), now) == "5m ago"
+    assert render.fmt_time(now - timedelta(hours=3), now) == "3h ago"
+    assert render.fmt_time(datetime(2025, 1, 2, 3, 4), now) == "2025-01-02 03:04"  # naive = UTC
+    assert render.fmt_time(None) == "-"
+
+
+def test_fmt_span_mixes_naive_and_aware_times():
+    start = datetime(2025, 1, 1, 10, 0)
+    assert render.fmt_span(start, datetime(2025, 1, 1, 10, 1, 5, tzinfo=UTC)) == "1m05s"
+    assert render.fmt_span(None, start) == "-"
+
+
+def test_studies_table(make_study):
+    studies = [Study.model_validate(make_study(1, "completed", 10)),
+               Study.model_validate(make_study(2, "queued", 0))]
+    text = text_of(render.studies_table(studies))
+    header, *rows = [line for line in text.splitlines() if "│" in line or "┃" in line]
+    for column in ("id", "name", "status", "trials", "best", "optimizer", "created"):
+        assert column in header
+    assert all(cell in rows[0] for cell in ("1", "digits-mlp", "completed", "10/10", "0.1235"))
+    assert all(cell in rows[1] for cell in ("2", "queued", "0/10", " - ", "gp", "2025-01-01"))
+
+
+def test_trials_table_shows_errors_and_a_caption(make_trial):
+    trials = [
+        TrialSummary.model_validate(make_trial(0)),
+        TrialSummary.model_validate(
+            make_trial(1, None, status="failed", error="ValueError: boom\n  at line 3")
+        ),
+    ]
+    text = text_of(render.trials_table(trials, total=40))
+    assert "0.1235 ± 0.0042" in text and "1m05s" in text
+    assert "[ValueError: boom]" in text and "line 3" not in text
+    assert "2 of 40 trials" in text
+    assert "of 2 trials" not in text_of(render.trials_table(trials, total=2))
+
+
+def test_study_details_and_best_trial(make_study):
+    study = Study.model_validate(make_study(error="worker lost"))
+    text = text_of(render.study_details(study))
+    for fragment in ("7 digits-mlp", "running", "val_loss (minimize)", "gp",
+                     "2 trials × 5 folds × 2 workers", "3/10 finished", "#2 0.1235 ± 0.0042",
+                     "worker lost"):
+        assert fragment in text
+    best = text_of(render.best_trial_view(study, study.best_trial))
+    assert best.splitlines()[0] == (
+        "best trial #2 of study 7 digits-mlp: 0.1235 ± 0.0042  val_loss (minimize)"
+    )
+    assert "lr" in best and "0.01235" in best and "relu" in best
+
+
+def test_geometry_text_counts_nouns():
+    spec = {"parallel": {"trial_groups": 2, "folds": 3, "workers_per_fold": 1}}
+    assert render.geometry_text(spec) == "2 trials × 3 folds × 1 worker"
+    assert render.geometry_text({}) == "? trials × ? folds × ? workers"

@@ -1,0 +1,329 @@
+"""The study spec (DESIGN §3): parameter types, conditions, every validation rule, defaults."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from foldwise.space import (
+    CategoricalParam,
+    Comparison,
+    ConditionError,
+    FloatParam,
+    IntParam,
+    active_names,
+    condition_order,
+    contains,
+)
+from foldwise.spec import StudySpec
+
+DESIGN_EXAMPLE = """
+name: digits-mlp
+objective: {metric: val_loss, direction: minimize}
+space:
+  lr:      {type: float, low: 1.0e-4, high: 0.3, log: true}
+  depth:   {type: int, low: 1, high: 3}
+  width_1: {type: int, low: 16, high: 256, log: true}
+  width_2: {type: int, low: 16, high: 256, log: true, when: {depth: {gte: 2}}}
+  act:     {type: categorical, choices: [relu, tanh, gelu]}
+optimizer: {name: gp, seed: 0}
+budget: {trials: 40}
+parallel: {trial_groups: 2, folds: 5, workers_per_fold: 2}
+resources: {cpus_per_worker: 1, gpus_per_worker: 0}
+trainer: {task: digits_mlp, epochs: 10, batch_size: 64}
+early_stopping: {patience: 3}
+"""
+
+
+@pytest.fixture
+def doc() -> dict[str, Any]:
+    return yaml.safe_load(DESIGN_EXAMPLE)
+
+
+def errors_of(document: dict[str, Any]) -> list[dict[str, Any]]:
+    with pytest.raises(ValidationError) as info:
+        StudySpec.model_validate(document)
+    return info.value.errors()
+
+
+def assert_rejected(document: dict[str, Any], loc: tuple, fragment: str = "") -> None:
+    """Exactly one error, at ``loc``, whose message contains ``fragment``."""
+    [error] = errors_of(document)
+    assert error["loc"] == loc
+    assert fragment in error["msg"]
+
+
+# --- parameter types ----------------------------------------------------------------------
+
+
+def test_the_design_example_parses_into_typed_params(doc):
+    spec = StudySpec.model_validate(doc)
+    lr, depth, width_2, act = (spec.space[n] for n in ("lr", "depth", "width_2", "act"))
+    assert isinstance(lr, FloatParam) and (lr.low, lr.high, lr.log) == (1e-4, 0.3, True)
+    assert isinstance(depth, IntParam) and (depth.low, depth.high, depth.log) == (1, 3, False)
+    assert isinstance(act, CategoricalParam) and act.choices == ["relu", "tanh", "gelu"]
+    assert width_2.when == {"depth": Comparison(gte=2)}
+    assert spec.early_stopping.patience == 3
+
+
+def test_categorical_choices_may_mix_scalars(doc):
+    doc["space"]["act"]["choices"] = ["relu", 3, 0.5, True]
+    assert StudySpec.model_validate(doc).space["act"].choices == ["relu", 3, 0.5, True]
+
+
+def test_int_bounds_must_be_integers(doc):
+    doc["space"]["depth"]["low"] = 1.5
+    assert_rejected(doc, ("space", "depth", "int", "low"), "valid integer")
+
+
+def test_unknown_or_missing_type_names_the_parameter(doc):
+    doc["space"]["lr"]["type"] = "double"
+    assert_rejected(doc, ("space", "lr"), "'double'")
+    del doc["space"]["lr"]["type"]
+    assert_rejected(doc, ("space", "lr"), "'type'")
+
+
+def test_contains_checks_ranges_types_and_active_set(doc):
+    space = StudySpec.model_validate(doc).space
+    config = {"lr": 0.01, "depth": 1, "width_1": 32, "act": "tanh"}
+    assert contains(space, config)
+    assert not contains(space, {**config, "width_2": 64})  # inactive parameter present
+    assert contains(space, {**config, "depth": 2, "width_2": 64})
+    assert not contains(space, {**config, "depth": 2})  # active parameter missing
+    assert not contains(space, {**config, "lr": 0.5})
+    assert not contains(space, {**config, "depth": 1.5})
+    assert not contains(space, {**config, "act": "selu"})
+    assert not contains(space, {**config, "lr": True})
+
+
+# --- conditions ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("when", "expected"),
+    [
+        ("relu", Comparison(eq="relu")),
+        (2, Comparison(eq=2)),
+        (True, Comparison(eq=True)),
+        (["relu", "gelu"], Comparison(in_=["relu", "gelu"])),
+        ({"in": ["relu"]}, Comparison(in_=["relu"])),
+        ({"ne": "tanh"}, Comparison(ne="tanh")),
+    ],
+)
+def test_condition_shorthands(doc, when, expected):
+    doc["space"]["width_2"]["when"] = {"act": when}
+    assert StudySpec.model_validate(doc).space["width_2"].when == {"act": expected}
+
+
+@pytest.mark.parametrize(
+    ("comparison", "passing", "failing"),
+    [
+        ({"eq": "relu"}, ["relu"], ["tanh"]),
+        ({"ne": "relu"}, ["tanh"], ["relu"]),
+        ({"in": [1, 2]}, [1, 2], [3]),
+        ({"gt": 2}, [3, 2.5], [2, 1]),
+        ({"gte": 2}, [2, 3], [1]),
+        ({"lt": 2}, [1], [2, 3]),
+        ({"lte": 2}, [2, 1], [3]),
+        ({"gte": 1, "lt": 3}, [1, 2], [0, 3]),
+        ({"gt": 0}, [1], ["relu", True, None]),  # order tests need numbers
+    ],
+)
+def test_comparison_operators(comparison, passing, failing):
+    test = Comparison.model_validate(comparison)
+    assert all(test.holds(value) for value in passing)
+    assert not any(test.holds(value) for value in failing)
+
+
+def test_conditional_parameter_is_active_only_when_its_condition_holds(doc):
+    space = StudySpec.model_validate(doc).space
+    assert not space["width_2"].is_active({"depth": 1})
+    assert space["width_2"].is_active({"depth": 2})
+    assert not space["width_2"].is_active({})  # the parameter it reads is inactive
+    config = {"lr": 0.1, "depth": 3, "width_2": 16}
+    assert active_names(space, config) == ["lr", "depth", "width_2"]
+
+
+def test_condition_chains_are_ordered_and_propagate(doc):
+    doc["space"]["width_3"] = {"type": "int", "low": 1, "high": 8, "when": {"width_2": {"gt": 8}}}
+    space = StudySpec.model_validate(doc).space
+    order = condition_order(space)
+    assert order.index("depth") < order.index("width_2") < order.index("width_3")
+    assert active_names(space, {"depth": 1, "width_2": 64, "width_3": 2}) == ["depth"]
+
+
+def test_empty_condition_and_unknown_operator_are_rejected(doc):
+    doc["space"]["width_2"]["when"] = {"depth": {}}
+    assert_rejected(doc, ("space", "width_2", "int", "when", "depth"), "at least one of")
+    doc["space"]["width_2"]["when"] = {"depth": {"greater": 1}}
+    assert_rejected(doc, ("space", "width_2", "int", "when", "depth", "greater"), "Extra")
+
+
+def test_condition_errors_are_value_errors_with_a_location():
+    space = {"a": IntParam(type="int", low=0, high=2, when={"b": Comparison(eq=1)})}
+    with pytest.raises(ConditionError) as info:
+        condition_order(space)
+    assert isinstance(info.value, ValueError)
+    assert info.value.loc == ("a", "when", "b")
+    assert str(info.value) == "a: condition refers to unknown parameter 'b'"
+
+
+# --- validation rules of DESIGN §3: each error names its field ---------------------------
+
+
+def test_unknown_keys_are_rejected_at_every_level(doc):
+    for path, loc in [
+        ((), ("budgett",)),
+        (("parallel",), ("parallel", "budgett")),
+        (("space", "lr"), ("space", "lr", "float", "budgett")),
+        (("trainer",), ("trainer", "budgett")),
+    ]:
+        broken = copy.deepcopy(doc)
+        target = broken
+        for key in path:
+            target = target[key]
+        target["budgett"] = 1
+        assert_rejected(broken, loc, "Extra inputs are not permitted")
+
+
+def test_empty_space(doc):
+    doc["space"] = {}
+    assert_rejected(doc, ("space",), "at least one parameter")
+
+
+@pytest.mark.parametrize(("name", "tag"), [("lr", "float"), ("depth", "int")])
+@pytest.mark.parametrize("delta", [0, 1])
+def test_low_must_be_below_high(doc, name, tag, delta):
+    doc["space"][name]["low"] = doc["space"][name]["high"] + delta
+    assert_rejected(doc, ("space", name, tag), "must be below high")
+
+
+@pytest.mark.parametrize(("name", "tag"), [("lr", "float"), ("width_1", "int")])
+@pytest.mark.parametrize("low", [0, -1])
+def test_log_scale_needs_positive_low(doc, name, tag, low):
+    doc["space"][name]["low"] = low
+    assert_rejected(doc, ("space", name, tag), "needs low > 0")
+
+
+def test_bounds_must_be_finite(doc):
+    doc["space"]["lr"].update(log=False, high=float("inf"))
+    assert_rejected(doc, ("space", "lr", "float"), "finite")
+
+
+def test_choices_must_be_non_empty_and_distinct(doc):
+    doc["space"]["act"]["choices"] = []
+    assert_rejected(doc, ("space", "act", "categorical", "choices"), "must not be empty")
+    doc["space"]["act"]["choices"] = ["relu", "relu"]
+    assert_rejected(doc, ("space", "act", "categorical", "choices"), "distinct")
+
+
+def test_condition_on_unknown_parameter(doc):
+    doc["space"]["width_2"]["when"] = {"layers": {"gte": 2}}
+    assert_rejected(doc, ("space", "width_2", "when", "layers"), "unknown parameter 'layers'")
+
+
+def test_condition_on_its_own_parameter(doc):
+    doc["space"]["width_2"]["when"] = {"width_2": {"gte": 2}}
+    assert_rejected(doc, ("space", "width_2", "when", "width_2"), "its own parameter")
+
+
+def test_condition_cycles(doc):
+    doc["space"]["depth"]["when"] = {"width_2": {"gte": 32}}
+    assert_rejected(
+        doc, ("space", "width_2", "when", "depth"), "cycle (depth -> width_2 -> depth)"
+    )
+    doc["space"]["depth"]["when"] = {"act": "relu"}
+    doc["space"]["act"]["when"] = {"width_2": {"gte": 32}}
+    [error] = errors_of(doc)
+    assert error["loc"][:1] == ("space",) and error["loc"][2] == "when"
+    assert "cycle" in error["msg"]
+
+
+def test_parameter_names_must_be_identifiers(doc):
+    doc["space"]["2nd-width"] = {"type": "int", "low": 1, "high": 2}
+    assert_rejected(doc, ("space", "2nd-width"), "Python identifier")
+
+
+@pytest.mark.parametrize("folds", [1, 0, -3])
+def test_at_least_two_folds(doc, folds):
+    doc["parallel"]["folds"] = folds
+    assert_rejected(doc, ("parallel", "folds"), "greater than or equal to 2")
+
+
+@pytest.mark.parametrize("name", ["bayes", "GP", ""])
+def test_unknown_optimizer(doc, name):
+    doc["optimizer"]["name"] = name
+    assert_rejected(doc, ("optimizer", "name"), "'random', 'gp' or 'evolution'")
+
+
+@pytest.mark.parametrize(
+    ("edit", "loc"),
+    [
+        (lambda d: d.pop("name"), ("name",)),
+        (lambda d: d.pop("space"), ("space",)),
+        (lambda d: d.pop("budget"), ("budget",)),
+        (lambda d: d.pop("trainer"), ("trainer",)),
+        (lambda d: d["trainer"].pop("task"), ("trainer", "task")),
+        (lambda d: d["budget"].update(trials=0), ("budget", "trials")),
+        (lambda d: d["objective"].update(direction="up"), ("objective", "direction")),
+        (lambda d: d["parallel"].update(workers_per_fold=0), ("parallel", "workers_per_fold")),
+        (lambda d: d["resources"].update(cpus_per_worker=0), ("resources", "cpus_per_worker")),
+        (lambda d: d["early_stopping"].update(patience=0), ("early_stopping", "patience")),
+    ],
+)
+def test_other_fields_are_checked_where_they_are(doc, edit, loc):
+    edit(doc)
+    assert errors_of(doc)[0]["loc"] == loc
+
+
+def test_all_errors_are_reported_at_once(doc):
+    doc["parallel"]["folds"] = 1
+    doc["optimizer"]["name"] = "bayes"
+    doc["space"]["act"]["choices"] = []
+    locs = {error["loc"] for error in errors_of(doc)}
+    assert locs == {("parallel", "folds"), ("optimizer", "name"),
+                    ("space", "act", "categorical", "choices")}
+
+
+# --- the resolved spec --------------------------------------------------------------------
+
+
+def test_minimal_spec_resolves_every_default():
+    minimal = {
+        "name": "tiny", "seed": 42, "budget": {"trials": 5}, "trainer": {"task": "digits_mlp"},
+        "space": {"x": {"type": "float", "low": 0, "high": 1}},
+    }
+    resolved = StudySpec.model_validate(minimal).resolved()
+    assert resolved["optimizer"] == {"name": "gp", "seed": 42, "options": {}}
+    assert resolved["objective"] == {"metric": "val_loss", "direction": "minimize", "use": "best"}
+    assert resolved["parallel"] == {"trial_groups": 1, "folds": 5, "workers_per_fold": 1}
+    assert resolved["resources"] == {"cpus_per_worker": 1.0, "gpus_per_worker": 0.0}
+    assert resolved["trainer"] == {
+        "task": "digits_mlp", "epochs": 10, "batch_size": 64, "lr_scaling": "linear",
+        "warmup_epochs": 1, "retries": 1, "options": {},
+    }
+    assert resolved["budget"] == {"trials": 5, "max_minutes": None}
+    assert resolved["space"]["x"] == {"when": None, "type": "float", "low": 0.0, "high": 1.0,
+                                      "log": False}
+    assert resolved["early_stopping"] is None and resolved["description"] is None
+
+
+def test_optimizer_seed_defaults_to_the_study_seed_unless_given(doc):
+    assert StudySpec.model_validate(doc).optimizer.seed == 0
+    doc["seed"], doc["optimizer"] = 7, {"name": "random"}
+    assert StudySpec.model_validate(doc).optimizer.seed == 7
+    doc["optimizer"]["seed"] = 3
+    assert StudySpec.model_validate(doc).optimizer.seed == 3
+
+
+def test_resolved_spec_round_trips(doc):
+    doc["space"]["act"]["when"] = {"depth": [1, 2]}
+    spec = StudySpec.model_validate(doc)
+    resolved = spec.resolved()
+    assert resolved["space"]["act"]["when"]["depth"]["in"] == [1, 2]  # the alias, as written
+    again = StudySpec.model_validate(resolved)
+    assert again == spec and again.resolved() == resolved
