@@ -110,9 +110,14 @@ def serve(
 
         from service.app import create_app
         from service.config import Settings
+        from service.db.schema import OutdatedSchema, prepare_database
     except ModuleNotFoundError as exc:
         _fail_without_server(exc)
     settings = Settings()
+    try:
+        prepare_database(settings.database_url, upgrade=settings.upgrade_db)
+    except OutdatedSchema as exc:
+        fail(str(exc))
     uvicorn.run(create_app, factory=True, host=settings.host, port=settings.port)
 
 

@@ -59,3 +59,14 @@ def check_schema(engine: Engine) -> None:
         f"the database {where} {found}; this foldwise needs {head}: "
         "run `foldwise db upgrade` (or start with --upgrade-db)"
     )
+
+
+def prepare_database(url: str, *, upgrade: bool) -> None:
+    """Upgrade the schema when asked to, then insist it is current (``OutdatedSchema`` if not)."""
+    if upgrade:
+        upgrade_database(url)
+    engine = make_engine(url)
+    try:
+        check_schema(engine)
+    finally:
+        engine.dispose()

@@ -1,0 +1,84 @@
+"""The trials of a study over HTTP: paging, sorting, filtering and the per-fold detail."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from foldwise.schemas import FoldStatus, TrialStatus
+from service.db import fold_runs as fold_repo
+from service.db import trials as trial_repo
+from tests.service.study_specs import study_spec
+
+VALUES = [0.5, None, 0.2, 0.9]  # trial 1 failed
+
+
+def _fill(api: TestClient, direction: str = "minimize") -> int:
+    spec = study_spec(objective={"metric": "val_loss", "direction": direction})
+    study_id = api.post("/studies", json=spec).json()["id"]
+    with api.app.state.sessions.begin() as session:
+        for number, value in enumerate(VALUES):
+            trial = trial_repo.create_trial(session, study_id, {"lr": 0.01}, number=number)
+            status = TrialStatus.FAILED if value is None else TrialStatus.COMPLETED
+            run = fold_repo.start_fold_run(session, trial.id, 0)
+            for epoch in (1, 2):
+                fold_repo.record_epoch(session, run.id, epoch, {"val_loss": 1.0 / epoch})
+            fold_repo.record_epoch(session, run.id, 2, {"val_loss": 99.0})  # idempotent
+            fold_status = FoldStatus.FAILED if value is None else FoldStatus.COMPLETED
+            fold_repo.finish_fold_run(
+                session,
+                run.id,
+                fold_status,
+                value=value,
+                error=None if value else "boom",
+                traceback=None if value else "Traceback...",
+            )
+            error = "fold 0: boom" if value is None else None
+            trial_repo.finish_trial(
+                session,
+                trial,
+                status,
+                value=value,
+                std_error=0.01 if value else None,
+                error=error,
+            )
+    return study_id
+
+
+def test_list_sort_filter_and_page(api: TestClient) -> None:
+    study_id = _fill(api)
+    url = f"/studies/{study_id}/trials"
+    page = api.get(url).json()
+    assert page["count"] == 4
+    assert [t["number"] for t in page["data"]] == [0, 1, 2, 3]
+    best = api.get(url, params={"sort": "best"}).json()["data"]
+    assert [t["number"] for t in best] == [2, 0, 3, 1]  # the failed trial last
+    newest = api.get(url, params={"sort": "-number", "limit": 2, "offset": 1}).json()
+    assert [t["number"] for t in newest["data"]] == [2, 1] and newest["count"] == 4
+    failed = api.get(url, params={"status": "failed"}).json()
+    assert failed["count"] == 1 and failed["data"][0]["error"] == "fold 0: boom"
+    assert api.get(url, params={"sort": "sideways"}).status_code == 422
+
+
+def test_best_trial_follows_the_direction(api: TestClient) -> None:
+    assert api.get(f"/studies/{_fill(api)}").json()["best_trial"]["number"] == 2
+    study = api.get(f"/studies/{_fill(api, 'maximize')}").json()
+    assert study["best_trial"]["number"] == 3
+    assert study["progress"] == {
+        "budget": 4,
+        "finished": 4,
+        "running": 0,
+        "pending": 0,
+        "completed": 3,
+        "failed": 1,
+        "pruned": 0,
+    }
+
+
+def test_trial_detail_has_folds_and_epochs(api: TestClient) -> None:
+    study_id = _fill(api)
+    trial = api.get(f"/studies/{study_id}/trials/1").json()
+    assert trial["status"] == "failed"
+    (fold,) = trial["folds"]
+    assert fold["status"] == "failed" and fold["attempt"] == 0
+    assert fold["error"] == "boom" and fold["traceback"] == "Traceback..."
+    assert [e["metrics"]["val_loss"] for e in fold["epochs"]] == [1.0, 0.5]
