@@ -67,7 +67,9 @@ class Resources(_Strict):
 class TrainerSpec(_Strict):
     task: str = Field(..., min_length=1, description='Built-in name or "package.module:attr"')
     epochs: int = Field(10, ge=1, le=100_000)
-    batch_size: int = Field(64, ge=1, description="Global batch size, split over the ranks")
+    batch_size: int = Field(
+        64, ge=1, description="Batch per DDP rank; the global batch is this times N_W"
+    )
     lr_scaling: Literal["linear", "sqrt", "none"] = Field(
         "linear", description="How the learning rate grows with the number of ranks"
     )

@@ -1,0 +1,166 @@
+"""A warm pool of DDP worker groups, keyed by shape (DESIGN §7, research/ray.md design (c)).
+
+A group is one placement group plus one DDPWorker actor per rank. A new actor pays a Python + torch
+start (seconds); a reused one starts the next fold in well under a second. Idle groups hold their
+resources, so when a new placement group cannot be placed the oldest idle groups are evicted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from service.executor.worker import DDPWorker
+
+log = logging.getLogger(__name__)
+
+Shape = tuple[int, float, float]
+"""(world_size, cpus_per_worker, gpus_per_worker)"""
+
+EVICT_AFTER_S = 1.0
+"""How long a new placement group may stay pending before an idle group is evicted for it."""
+
+
+@dataclass
+class WorkerGroup:
+    """N_W actors in one placement group; `master` is rank 0's (ip, port) for the next run."""
+
+    id: int
+    shape: Shape
+    pg: PlacementGroup
+    actors: list[Any]
+    master: tuple[str, int] = ("", 0)
+    runs: int = 0
+    idle_since: float = field(default_factory=time.monotonic)
+
+
+class WorkerPool:
+    """Hands out worker groups by shape, reusing idle ones; failed groups are killed."""
+
+    def __init__(self, *, max_idle_groups: int = 8) -> None:
+        self.max_idle_groups = max_idle_groups
+        self._idle: list[WorkerGroup] = []  # oldest first
+        self._busy: dict[int, WorkerGroup] = {}
+        self._ids = itertools.count(1)
+
+    @property
+    def idle_groups(self) -> list[WorkerGroup]:
+        """Groups waiting for a run, oldest first."""
+        return list(self._idle)
+
+    @property
+    def busy_groups(self) -> list[WorkerGroup]:
+        """Groups starting or running a fold."""
+        return list(self._busy.values())
+
+    async def acquire(self, shape: Shape) -> tuple[WorkerGroup, bool]:
+        """A live group of `shape` with a fresh rendezvous address, and whether it was new."""
+        while (group := self._take_idle(shape)) is not None:
+            try:
+                await self._refresh_master(group)
+            except ray.exceptions.RayError as err:  # died while idle: try another or a new one
+                log.warning("discarding dead idle worker group %d: %s", group.id, err)
+                self.discard(group)
+                continue
+            except BaseException:
+                self.discard(group)
+                raise
+            return group, False
+        group = await self._create(shape)
+        return group, True
+
+    def release(self, group: WorkerGroup) -> None:
+        """Take back a group whose run succeeded; idle groups past the bound die, oldest first."""
+        self._busy.pop(group.id, None)
+        group.runs += 1
+        group.idle_since = time.monotonic()
+        self._idle.append(group)
+        while len(self._idle) > self.max_idle_groups:
+            self._kill(self._idle.pop(0))
+
+    def discard(self, group: WorkerGroup) -> None:
+        """Kill a group whose run failed or was cancelled."""
+        self._busy.pop(group.id, None)
+        if group in self._idle:
+            self._idle.remove(group)
+        self._kill(group)
+
+    def clear_idle(self) -> None:
+        """Kill every idle group (the next run of any shape starts cold)."""
+        while self._idle:
+            self._kill(self._idle.pop(0))
+
+    def shutdown(self) -> None:
+        """Kill every group, idle or busy; busy runs then fail as retryable."""
+        self.clear_idle()
+        for group in list(self._busy.values()):
+            self.discard(group)
+
+    def _take_idle(self, shape: Shape) -> WorkerGroup | None:
+        for group in reversed(self._idle):  # most recently used first: its caches are warmest
+            if group.shape == shape:
+                self._idle.remove(group)
+                self._busy[group.id] = group
+                return group
+        return None
+
+    async def _create(self, shape: Shape) -> WorkerGroup:
+        world_size, cpus, gpus = shape
+        bundle = {"CPU": cpus, **({"GPU": gpus} if gpus > 0 else {})}
+        pg = placement_group(
+            [dict(bundle) for _ in range(world_size)],
+            strategy="STRICT_PACK" if gpus > 0 else "PACK",
+        )
+        group = WorkerGroup(id=next(self._ids), shape=shape, pg=pg, actors=[])
+        self._busy[group.id] = group
+        try:
+            await self._wait_placed(pg)
+            group.actors = [
+                DDPWorker.options(
+                    num_cpus=cpus,
+                    num_gpus=gpus,
+                    scheduling_strategy=PlacementGroupSchedulingStrategy(
+                        pg, placement_group_bundle_index=rank
+                    ),
+                ).remote()
+                for rank in range(world_size)
+            ]
+            await self._refresh_master(group)
+        except BaseException:
+            self.discard(group)
+            raise
+        return group
+
+    async def _wait_placed(self, pg: PlacementGroup) -> None:
+        """Wait quietly for the cluster to place `pg`, evicting idle groups that block it."""
+        ready = asyncio.ensure_future(pg.ready())
+        try:
+            while not ready.done():
+                await asyncio.wait({ready}, timeout=EVICT_AFTER_S)
+                if not ready.done() and self._idle:
+                    self._kill(self._idle.pop(0))
+            ready.result()
+        finally:
+            ready.cancel()
+
+    async def _refresh_master(self, group: WorkerGroup) -> None:
+        """Check every actor answers (new ones finish starting) and pick rank 0's port."""
+        addresses = await asyncio.gather(*(a.address.remote() for a in group.actors))
+        group.master = addresses[0]
+
+    @staticmethod
+    def _kill(group: WorkerGroup) -> None:
+        try:
+            for actor in group.actors:
+                ray.kill(actor, no_restart=True)
+            remove_placement_group(group.pg)
+        except Exception as err:  # Ray already gone (shutdown) or the group already removed
+            log.debug("killing worker group %d: %s", group.id, err)

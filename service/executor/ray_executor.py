@@ -1,0 +1,330 @@
+"""RayExecutor: runs fold runs as DDP jobs on Ray core and streams their epoch metrics (DESIGN §7).
+
+One fold run = one warm worker group from the pool; each rank's `run` is a Ray streaming generator,
+and rank 0's epochs reach the caller as they arrive. Failures become `FoldFailed`, which says
+whether relaunching the fold could help (workers died) or not (the user's code raised).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import time
+import traceback
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from service.executor.pool import WorkerGroup, WorkerPool
+from trainers.fold_runner import TrainingDiverged
+from trainers.job import FoldJob
+
+log = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FAILURE_GRACE_S = 10.0
+"""After one rank fails, how long to wait for the others to report why (the root cause)."""
+CONNECT_TIMEOUT_S = 120.0
+
+
+class FoldFailed(Exception):
+    """A fold run failed.
+
+    `retryable` is True when relaunching may succeed (workers died, the process group broke) and
+    False when the user's code raised; then `message` and `traceback` are the original exception's.
+    `workers_intact`: every rank stopped cleanly (a synchronised TrainingDiverged), so the workers
+    went back to the pool.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        traceback: str = "",
+        retryable: bool = False,
+        *,
+        workers_intact: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.traceback = traceback
+        self.retryable = retryable
+        self.workers_intact = workers_intact
+
+
+@dataclasses.dataclass
+class FoldRunStats:
+    """Timings of one fold run: `overhead_seconds` is what the executor adds around training."""
+
+    world_size: int
+    cold: bool = False
+    epochs: int = 0
+    acquire_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    train_seconds: float = 0.0
+
+    @property
+    def overhead_seconds(self) -> float:
+        return self.wall_seconds - self.train_seconds
+
+
+class RayExecutor:
+    """Runs fold runs on a local Ray or a cluster (`address="host:6379"`), reusing warm workers."""
+
+    def __init__(
+        self,
+        *,
+        address: str | None = None,
+        num_cpus: float | None = None,
+        max_idle_groups: int = 8,
+        worker_pythonpath: list[str] | None = None,
+    ) -> None:
+        self.address = address
+        self.num_cpus = num_cpus
+        self.worker_pythonpath = list(worker_pythonpath or [])
+        self.pool = WorkerPool(max_idle_groups=max_idle_groups)
+        self.last_run_stats: FoldRunStats | None = None
+        self._owns_ray = False
+
+    async def start(self) -> None:
+        """Start a local Ray (or join `address`) whose workers can import the repo's modules."""
+        if ray.is_initialized():
+            log.info("Ray is already initialised in this process; using it as it is")
+            return
+        kwargs: dict[str, Any] = {
+            "include_dashboard": False,
+            "log_to_driver": True,
+            "logging_level": logging.WARNING,
+            "runtime_env": {"env_vars": {"PYTHONPATH": self._pythonpath()}},
+        }
+        if self.address:
+            kwargs["address"] = self.address
+        else:  # "local" always starts a new Ray, never attaching to one found on the machine
+            kwargs.update(address="local", num_cpus=self.num_cpus)
+        _quiet_ray_startup_warnings()
+        try:
+            await asyncio.wait_for(asyncio.to_thread(ray.init, **kwargs), CONNECT_TIMEOUT_S)
+        except TimeoutError as err:
+            raise RuntimeError(
+                f"could not start or join Ray at {self.address or 'local'} "
+                f"within {CONNECT_TIMEOUT_S:.0f} s (wrong auth token?)"
+            ) from err
+        self._owns_ray = True
+
+    async def run_fold(
+        self,
+        job: FoldJob,
+        *,
+        cpus_per_worker: float,
+        gpus_per_worker: float,
+        stats: FoldRunStats | None = None,
+    ) -> AsyncIterator[dict[str, float]]:
+        """Run `job` on `job.world_size` workers; yield rank 0's per-epoch metrics.
+
+        Raises FoldFailed on failure; on cancellation (or when the caller stops iterating) the
+        worker group is killed. `stats`, if given, is filled in; `last_run_stats` always is.
+        """
+        started = time.perf_counter()
+        stats = stats or FoldRunStats(world_size=job.world_size)
+        self.last_run_stats = stats
+        if 0 < gpus_per_worker < 1 and job.world_size > 1:  # ranks would share a GPU
+            raise FoldFailed(
+                "nccl needs a whole GPU per rank: use gpus_per_worker >= 1 with "
+                "more than one worker per fold",
+                retryable=False,
+            )
+        if gpus_per_worker > 0 and job.backend != "nccl":
+            job = dataclasses.replace(job, backend="nccl")
+        group, stats.cold = await self.pool.acquire(
+            (job.world_size, float(cpus_per_worker), float(gpus_per_worker))
+        )
+        stats.acquire_seconds = time.perf_counter() - started
+        reusable = False
+        try:
+            async for metrics in self._stream(group, job):
+                stats.epochs += 1
+                stats.train_seconds += metrics.get("epoch_seconds", 0.0)
+                stats.wall_seconds = time.perf_counter() - started
+                yield metrics
+            reusable = True
+        except FoldFailed as failure:
+            reusable = failure.workers_intact
+            stats.wall_seconds = time.perf_counter() - started
+            raise
+        finally:
+            if reusable:
+                self.pool.release(group)
+            else:  # failed, cancelled, or abandoned by the caller
+                self.pool.discard(group)
+
+    async def _stream(self, group: WorkerGroup, job: FoldJob) -> AsyncIterator[dict[str, float]]:
+        """Launch every rank; pass rank 0's epochs on; turn the first failure into FoldFailed."""
+        queue: asyncio.Queue[tuple[str, int, Any]] = asyncio.Queue()
+        addr, port = group.master
+        tasks = [
+            asyncio.create_task(
+                _consume(
+                    rank,
+                    actor.run.options(num_returns="streaming").remote(job, rank, addr, port),
+                    queue,
+                )
+            )
+            for rank, actor in enumerate(group.actors)
+        ]
+        try:
+            errors: dict[int, BaseException] = {}
+            for _ in range(len(tasks)):
+                while (item := await queue.get())[0] == "epoch":
+                    yield item[2]
+                if item[2] is not None:
+                    errors[item[1]] = item[2]
+                    break
+            if errors:
+                errors |= await _collect_errors(tasks, queue)
+                raise fold_failure(errors, job.describe(), len(tasks))
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    def health(self) -> dict[str, Any]:
+        """Whether Ray answers, with its alive nodes, resources and the pool's size."""
+        if not ray.is_initialized():
+            return {"ok": False, "error": "Ray is not started"}
+        try:
+            nodes = [n for n in ray.nodes() if n.get("Alive")]
+            total, free = ray.cluster_resources(), ray.available_resources()
+        except Exception as err:
+            return {"ok": False, "error": f"{type(err).__name__}: {err}"}
+        return {
+            "ok": bool(nodes),
+            "nodes": len(nodes),
+            "cpus": total.get("CPU", 0.0),
+            "gpus": total.get("GPU", 0.0),
+            "cpus_free": free.get("CPU", 0.0),
+            "idle_groups": len(self.pool.idle_groups),
+            "busy_groups": len(self.pool.busy_groups),
+        }
+
+    async def shutdown(self) -> None:
+        """Kill pooled workers; shut Ray down only if `start` started or joined it."""
+        if ray.is_initialized():
+            self.pool.shutdown()
+        if self._owns_ray:
+            await asyncio.to_thread(ray.shutdown)
+            self._owns_ray = False
+
+    def _pythonpath(self) -> str:
+        paths = [
+            *self.worker_pythonpath,
+            os.getcwd(),
+            str(REPO_ROOT),
+            *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)),
+        ]
+        return os.pathsep.join(dict.fromkeys(paths))
+
+
+async def _consume(rank: int, generator: Any, queue: asyncio.Queue) -> None:
+    """Drain one rank's streaming generator; rank 0's epochs go to `queue`, then ("end", error)."""
+    error: BaseException | None = None
+    try:
+        async for ref in generator:
+            metrics = await ref
+            if rank == 0:
+                queue.put_nowait(("epoch", rank, metrics))
+    except asyncio.CancelledError:
+        raise
+    except Exception as err:
+        error = err
+    queue.put_nowait(("end", rank, error))
+
+
+async def _collect_errors(tasks: list[asyncio.Task], queue: asyncio.Queue) -> dict[int, Any]:
+    """Give the other ranks a moment to fail too, so the root cause is among the errors."""
+    pending = [t for t in tasks if not t.done()]
+    if pending:
+        await asyncio.wait(pending, timeout=FAILURE_GRACE_S)
+    errors: dict[int, Any] = {}
+    while not queue.empty():
+        kind, rank, payload = queue.get_nowait()
+        if kind == "end" and payload is not None:
+            errors[rank] = payload
+    return errors
+
+
+def _quiet_ray_startup_warnings() -> None:
+    """ray.init from a worker thread warns that it cannot install a SIGTERM handler: intended."""
+    logging.getLogger("ray._private.worker").addFilter(
+        lambda record: "SIGTERM handler" not in record.getMessage()
+    )
+
+
+PROCESS_ERRORS = (
+    ray.exceptions.RayActorError,
+    ray.exceptions.WorkerCrashedError,
+    ray.exceptions.NodeDiedError,
+    ray.exceptions.ObjectLostError,
+    ray.exceptions.OutOfMemoryError,
+    ray.exceptions.RaySystemError,
+    ray.exceptions.TaskCancelledError,
+    ray.exceptions.ActorUnavailableError,
+)
+"""A worker process or its node went away: retryable, and the root cause among ranks' errors."""
+DISTRIBUTED_ERROR_CLASSES = {"DistError", "DistBackendError", "DistNetworkError", "DistStoreError"}
+DISTRIBUTED_TEXT = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "Broken pipe",
+    "gloo/transport",
+    "NCCL error",
+    "Socket Timeout",
+)
+"""A rank's process group broke, usually because a peer died: retryable, but only a symptom."""
+
+
+def fold_failure(errors: dict[int, BaseException], label: str, ranks: int) -> FoldFailed:
+    """One FoldFailed from the errors of the `ranks` ranks, naming the root cause.
+
+    A user error wins (its peers' broken connections are its symptoms) and is not retryable; then
+    a dead worker process; then a broken process group. The last two are retryable.
+    """
+    rank, err = min(errors.items(), key=lambda item: (_severity(item[1]), item[0]))
+    cause = _cause(err)
+    first_line = (str(cause).strip().splitlines() or [""])[0][:500]
+    message = f"{type(cause).__name__}: {first_line}"
+    intact = len(errors) == ranks and all(
+        isinstance(_cause(e), TrainingDiverged) for e in errors.values()
+    )
+    if _severity(err) == 0:
+        log.info("%s failed on rank %d: %s", label, rank, message)
+        return FoldFailed(message, _traceback_text(err), retryable=False, workers_intact=intact)
+    log.warning("%s lost its workers (rank %d): %s", label, rank, message)
+    return FoldFailed(
+        f"workers lost (rank {rank}): {message}", _traceback_text(err), retryable=True
+    )
+
+
+def _severity(err: BaseException) -> int:
+    """0: the user's code raised; 1: a worker process died; 2: a process group broke."""
+    if isinstance(err, PROCESS_ERRORS):
+        return 1
+    cause = _cause(err)
+    names = {cls.__name__ for cls in type(cause).__mro__}
+    if names & DISTRIBUTED_ERROR_CLASSES or any(s in str(cause) for s in DISTRIBUTED_TEXT):
+        return 2
+    return 0
+
+
+def _cause(err: BaseException) -> BaseException:
+    """The exception the worker raised, unwrapped from Ray's task error."""
+    cause = getattr(err, "cause", None) if isinstance(err, ray.exceptions.RayTaskError) else None
+    return cause if isinstance(cause, BaseException) else err
+
+
+def _traceback_text(err: BaseException) -> str:
+    """The remote traceback Ray formats into a task error's text, else the local one."""
+    if isinstance(err, ray.exceptions.RayTaskError):
+        return str(err)
+    return "".join(traceback.format_exception(err))

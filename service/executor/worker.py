@@ -1,0 +1,89 @@
+"""DDPWorker: a Ray actor that runs fold after fold as one rank of a DDP process group.
+
+Actors are kept warm by the pool, so torch is imported and a task's data is loaded once per actor,
+not once per fold run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import ray
+
+from trainers.job import FoldJob
+
+DATA_CACHE_SIZE = 2
+"""Data sets a warm worker keeps loaded (most recently used first to stay)."""
+
+
+@ray.remote(max_restarts=0)
+class DDPWorker:
+    """One rank; `run` is a streaming generator (call it with `num_returns="streaming"`)."""
+
+    def __init__(self) -> None:
+        from trainers import fold_runner  # torch loads here, while the actor starts
+
+        self._fold_runner = fold_runner
+        self._data: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+
+    def address(self) -> tuple[str, int]:
+        """This node's IP and a currently free TCP port, for rank 0's rendezvous."""
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+        return ray.util.get_node_ip_address(), port
+
+    def info(self) -> dict[str, Any]:
+        """Identity of this worker process (the pool's tests check reuse with it)."""
+        context = ray.get_runtime_context()
+        return {
+            "pid": os.getpid(),
+            "actor_id": context.get_actor_id(),
+            "node_id": context.get_node_id(),
+        }
+
+    def run(
+        self, job: FoldJob, rank: int, master_addr: str, master_port: int
+    ) -> Iterator[dict[str, float]]:
+        """Train `job` as `rank`; yield rank-local copies of the all-reduced epoch metrics."""
+        yield from self._fold_runner.run_fold(
+            job,
+            rank=rank,
+            master_addr=master_addr,
+            master_port=master_port,
+            device=self._device(job),
+            data=self._load(job),
+            num_threads=self._threads(),
+        )
+
+    def _load(self, job: FoldJob) -> tuple[np.ndarray, np.ndarray]:
+        """The task's data, cached per (task, options); only the latest few stay in memory."""
+        key = (job.task, json.dumps(job.options, sort_keys=True, default=str))
+        data = self._data.pop(key, None)
+        if data is None:
+            data = self._fold_runner.resolve_task(job.task).load_data(job.options)
+        self._data[key] = data
+        while len(self._data) > DATA_CACHE_SIZE:
+            self._data.pop(next(iter(self._data)))
+        return data
+
+    @staticmethod
+    def _threads() -> int:
+        cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1.0)
+        return max(1, int(cpus))
+
+    @staticmethod
+    def _device(job: FoldJob) -> str:
+        """cuda:<index of our first assigned GPU among the visible ones> for nccl, else cpu."""
+        if job.backend != "nccl":
+            return "cpu"
+        gpu_ids = [str(g) for g in ray.get_gpu_ids()]
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
+        if not gpu_ids:
+            raise RuntimeError("backend nccl needs a GPU, but this worker was assigned none")
+        return f"cuda:{visible.index(gpu_ids[0]) if gpu_ids[0] in visible else 0}"

@@ -1,0 +1,206 @@
+"""RayExecutor against a real local Ray (4 logical CPUs) and real gloo DDP workers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import ray
+import torch
+
+from service.executor import FoldFailed, FoldRunStats, RayExecutor
+from service.executor.pool import WorkerGroup
+from service.executor.ray_executor import fold_failure
+from trainers.fold_runner import TrainingDiverged
+from trainers.job import FoldJob
+
+CPUS = 0.5
+
+
+@pytest.fixture(scope="module")
+def runner() -> Iterator[asyncio.Runner]:
+    with asyncio.Runner() as loop:
+        yield loop
+
+
+@pytest.fixture(scope="module")
+def executor(runner: asyncio.Runner) -> Iterator[RayExecutor]:
+    ex = RayExecutor(num_cpus=4, max_idle_groups=2)
+    runner.run(ex.start())
+    yield ex
+    runner.run(ex.shutdown())
+    assert not ray.is_initialized()
+
+
+def _task_error(cause: BaseException) -> BaseException:
+    error = ray.exceptions.RayTaskError("run", f"Traceback...\n{cause!r}", cause)
+    return error.as_instanceof_cause()
+
+
+def test_failure_names_the_user_error_not_its_peers_broken_connection() -> None:
+    gloo = RuntimeError("[gloo/transport/tcp/pair.cc:537] Connection reset by peer")
+    failure = fold_failure({0: _task_error(gloo), 1: _task_error(KeyError("width"))}, "t", 2)
+    assert not failure.retryable and failure.message == "KeyError: 'width'"
+    assert "Traceback" in failure.traceback and not failure.workers_intact
+
+
+def test_failure_of_a_dead_worker_is_retryable() -> None:
+    gloo = RuntimeError("[gloo/transport/tcp/pair.cc:553] Connection closed by peer")
+    failure = fold_failure({0: _task_error(gloo), 1: ray.exceptions.ActorDiedError()}, "t", 2)
+    assert failure.retryable and failure.message.startswith("workers lost (rank 1): ActorDied")
+    broken = fold_failure({0: _task_error(gloo)}, "t", 2)
+    assert broken.retryable and "Connection closed by peer" in broken.message
+
+
+def test_divergence_on_every_rank_leaves_the_workers_intact() -> None:
+    nan = TrainingDiverged("train loss became nan at epoch 2")
+    diverged = {rank: _task_error(nan) for rank in (0, 1)}
+    assert fold_failure(diverged, "t", 2).workers_intact
+    assert not fold_failure({0: diverged[0]}, "t", 2).workers_intact
+
+
+def test_fractional_gpus_cannot_share_a_gpu_between_ranks() -> None:
+    run = RayExecutor().run_fold(_job(), cpus_per_worker=1, gpus_per_worker=0.5)
+    with pytest.raises(FoldFailed, match="whole GPU per rank") as info:
+        asyncio.run(anext(run))
+    assert not info.value.retryable
+
+
+def _job(task: str = "tests.user_tasks.tiny", epochs: int = 3, **params: Any) -> FoldJob:
+    return FoldJob(
+        task=task,
+        params={"lr": 0.01, **params},
+        fold=1,
+        folds=3,
+        seed=0,
+        epochs=epochs,
+        batch_size=32,
+        world_size=2,
+        trial_key="test",
+    )
+
+
+async def _collect(
+    ex: RayExecutor, job: FoldJob, stats: FoldRunStats | None = None, gpus: float = 0.0
+) -> list[dict[str, float]]:
+    return [
+        m async for m in ex.run_fold(job, cpus_per_worker=CPUS, gpus_per_worker=gpus, stats=stats)
+    ]
+
+
+async def _pids(group: WorkerGroup) -> list[int]:
+    return [info["pid"] for info in await asyncio.gather(*(a.info.remote() for a in group.actors))]
+
+
+async def _dead(group: WorkerGroup) -> bool:
+    for actor in group.actors:
+        try:
+            await asyncio.wait_for(actor.info.remote(), 30)
+            return False
+        except ray.exceptions.RayActorError:
+            pass
+    return ray.util.placement_group_table(group.pg)["state"] == "REMOVED"
+
+
+@pytest.mark.slow
+def test_two_rank_digits_fold_streams_every_epoch(runner, executor: RayExecutor) -> None:
+    stats = FoldRunStats(world_size=2)
+    epochs = runner.run(_collect(executor, _job("digits_mlp", epochs=3, depth=1), stats))
+    assert [e["epoch"] for e in epochs] == [1.0, 2.0, 3.0]
+    assert {
+        "train_loss",
+        "val_loss",
+        "val_accuracy",
+        "lr",
+        "epoch_seconds",
+        "samples_per_second",
+    } <= set(epochs[0])
+    assert epochs[-1]["val_loss"] < epochs[0]["val_loss"]
+    assert stats.epochs == 3 and stats.wall_seconds >= stats.train_seconds > 0
+    assert executor.last_run_stats is stats
+    health = executor.health()
+    assert health["ok"] and health["nodes"] == 1 and health["cpus"] == 4.0
+
+
+@pytest.mark.slow
+def test_same_shape_reuses_the_warm_group(runner, executor: RayExecutor) -> None:
+    runner.run(_collect(executor, _job()))
+    (group,) = [g for g in executor.pool.idle_groups if g.shape == (2, CPUS, 0.0)]
+    pids = runner.run(_pids(group))
+    stats = FoldRunStats(world_size=2)
+    assert len(runner.run(_collect(executor, _job(), stats))) == 3
+    assert not stats.cold
+    assert group in executor.pool.idle_groups and runner.run(_pids(group)) == pids
+
+
+@pytest.mark.slow
+def test_user_error_is_not_retryable_and_kills_the_group(runner, executor) -> None:
+    with pytest.raises(FoldFailed) as info:
+        runner.run(_collect(executor, _job(mode="raise")))
+    failure = info.value
+    assert not failure.retryable
+    assert failure.message == "ValueError: tiny task refuses mode=raise"
+    assert "build_model" in failure.traceback
+    assert not executor.pool.busy_groups
+
+
+@pytest.mark.slow
+def test_divergence_is_not_retryable_and_keeps_the_workers(runner, executor) -> None:
+    with pytest.raises(FoldFailed) as info:
+        runner.run(_collect(executor, _job(mode="nan")))
+    assert not info.value.retryable and info.value.workers_intact
+    assert info.value.message == "TrainingDiverged: train loss became nan at epoch 1"
+    stats = FoldRunStats(world_size=2)
+    runner.run(_collect(executor, _job(), stats))
+    assert not stats.cold
+
+
+@pytest.mark.slow
+def test_dead_worker_is_retryable(runner, executor: RayExecutor) -> None:
+    with pytest.raises(FoldFailed) as info:
+        runner.run(_collect(executor, _job(mode="crash")))
+    assert info.value.retryable
+    assert info.value.message.startswith("workers lost (rank 1): ActorDiedError")
+    assert not executor.pool.busy_groups
+
+
+@pytest.mark.slow
+def test_cancelling_the_iteration_kills_the_group(runner, executor: RayExecutor) -> None:
+    async def scenario() -> bool:
+        first_epoch = asyncio.Event()
+
+        async def consume() -> None:
+            async for _ in executor.run_fold(
+                _job("digits_mlp", epochs=500), cpus_per_worker=CPUS, gpus_per_worker=0
+            ):
+                first_epoch.set()
+
+        task = asyncio.create_task(consume())
+        await first_epoch.wait()
+        (group,) = executor.pool.busy_groups
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert group not in executor.pool.idle_groups + executor.pool.busy_groups
+        return await _dead(group)
+
+    assert runner.run(scenario())
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_one_gpu_fold_uses_nccl(runner, executor: RayExecutor) -> None:
+    if ray.cluster_resources().get("GPU", 0) < 1:
+        pytest.skip("the local Ray sees no GPU")
+    job = FoldJob(
+        task="digits_mlp",
+        params={"lr": 0.01},
+        fold=0,
+        folds=3,
+        epochs=2,
+        batch_size=64,
+        world_size=1,
+    )
+    assert len(runner.run(_collect(executor, job, gpus=1.0))) == 2

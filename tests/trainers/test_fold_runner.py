@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from trainers.ddp import process_group, wrap_model
+from trainers.fold_runner import TrainingDiverged, run_fold
+from trainers.job import FoldJob
+from trainers.task import TaskNotFound
+
+EXPECTED = {
+    "epoch",
+    "train_loss",
+    "val_loss",
+    "val_accuracy",
+    "lr",
+    "epoch_seconds",
+    "samples_per_second",
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _job(**overrides: Any) -> FoldJob:
+    # 7 folds of 300 samples: 257 training samples, an odd count that DistributedSampler pads,
+    # and a per-rank batch of 15 that leaves an uneven last batch.
+    fields: dict[str, Any] = {
+        "task": "tests.user_tasks.tiny",
+        "params": {"lr": 0.02},
+        "fold": 0,
+        "folds": 7,
+        "seed": 3,
+        "epochs": 4,
+        "batch_size": 15,
+        "lr_scaling": "linear",
+        "warmup_epochs": 1,
+    }
+    return FoldJob(**{**fields, **overrides})
+
+
+def _run_local(job: FoldJob) -> list[dict[str, float]]:
+    return list(
+        run_fold(job, rank=0, master_addr="127.0.0.1", master_port=_free_port(), num_threads=1)
+    )
+
+
+def _rank_main(rank: int, job: FoldJob, ports: tuple[int, int], out: str) -> None:
+    """One spawned rank: check DDP's initial broadcast, then run the fold and save its metrics."""
+    torch.set_num_threads(1)
+    with process_group(
+        backend="gloo", rank=rank, world_size=2, master_addr="127.0.0.1", master_port=ports[0]
+    ):
+        torch.manual_seed(100 + rank)  # deliberately different initial weights per rank
+        model = wrap_model(torch.nn.Linear(4, 3), torch.device("cpu"))
+        checksum = torch.stack([p.detach().sum() for p in model.parameters()]).sum()
+        sums = [torch.zeros(()) for _ in range(2)]
+        dist.all_gather(sums, checksum)
+    epochs = list(
+        run_fold(job, rank=rank, master_addr="127.0.0.1", master_port=ports[1], num_threads=1)
+    )
+    Path(out, f"rank{rank}.json").write_text(
+        json.dumps({"checksums": [float(s) for s in sums], "epochs": epochs})
+    )
+
+
+@pytest.mark.slow  # about 9 s on 2 cores: two spawned interpreters import torch
+def test_two_rank_fold_metrics_are_identical_and_loss_falls(tmp_path: Path) -> None:
+    job = _job(world_size=2)
+    mp.spawn(_rank_main, args=(job, (_free_port(), _free_port()), str(tmp_path)), nprocs=2)
+    results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert results[0]["checksums"][0] == results[0]["checksums"][1]  # DDP broadcast rank 0's
+    epochs0, epochs1 = results[0]["epochs"], results[1]["epochs"]
+    assert epochs0 == epochs1
+    assert [e["epoch"] for e in epochs0] == [1.0, 2.0, 3.0, 4.0]
+    assert set(epochs0[0]) == EXPECTED
+    assert epochs0[-1]["train_loss"] < epochs0[0]["train_loss"]
+    assert epochs0[-1]["val_loss"] < epochs0[0]["val_loss"]
+    assert epochs0[0]["lr"] < epochs0[-1]["lr"] == pytest.approx(0.04)  # warm-up to 2 x lr
+
+
+def test_single_rank_fold_learns() -> None:
+    epochs = _run_local(_job(epochs=5, params={"lr": 0.02, "mode": "ok"}))
+    assert len(epochs) == 5 and set(epochs[0]) == EXPECTED
+    assert epochs[-1]["val_accuracy"] > 0.6
+    assert epochs[-1]["val_loss"] < epochs[0]["val_loss"]
+    assert all(e["lr"] == pytest.approx(0.02) for e in epochs)  # one rank: never scaled
+    assert not dist.is_initialized()
+
+
+def test_same_job_gives_same_metrics() -> None:
+    strip = ("epoch_seconds", "samples_per_second")
+    runs = [
+        [{k: v for k, v in e.items() if k not in strip} for e in _run_local(_job(epochs=2))]
+        for _ in range(2)
+    ]
+    assert runs[0] == runs[1]
+
+
+def test_early_stopping_on_the_objective() -> None:
+    job = _job(epochs=30, params={"lr": 0.5}, patience=1, min_delta=10.0)
+    epochs = _run_local(job)
+    assert len(epochs) == 2  # nothing beats epoch 1 by more than min_delta
+
+
+def test_nan_loss_raises_training_diverged() -> None:
+    with pytest.raises(TrainingDiverged, match="train loss became nan at epoch 1"):
+        _run_local(_job(params={"mode": "nan"}))
+    assert not dist.is_initialized()
+
+
+def test_user_errors_surface_unchanged() -> None:
+    with pytest.raises(ValueError, match="tiny task refuses mode=raise"):
+        _run_local(_job(params={"mode": "raise"}))
+    with pytest.raises(TaskNotFound):
+        _run_local(_job(task="tests.user_tasks.nope"))
+    with pytest.raises(ValueError, match="objective metric 'val_mse' is not reported"):
+        _run_local(_job(objective_metric="val_mse"))
+    assert not dist.is_initialized()
+
+
+def test_job_validation() -> None:
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        _job(batch_size=0)
+    with pytest.raises(ValueError, match="fold must be in"):
+        _job(fold=7)
+    with pytest.raises(ValueError, match="direction"):
+        _job(direction="up")
+    assert _job(world_size=2).per_rank_batch == 15

@@ -1,0 +1,79 @@
+"""torch.distributed plumbing for a fold run: the process group, the DDP model, all-reduces."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+COLLECTIVE_TIMEOUT = timedelta(minutes=5)
+"""How long a rank waits for its peers (rendezvous or a collective) before giving up."""
+
+
+@contextmanager
+def process_group(
+    *,
+    backend: str,
+    rank: int,
+    world_size: int,
+    master_addr: str,
+    master_port: int,
+    timeout: timedelta = COLLECTIVE_TIMEOUT,
+) -> Iterator[None]:
+    """Join a TCP-rendezvous process group for the duration of the block; always leave it."""
+    if dist.is_initialized():  # a previous run in this process did not clean up
+        dist.destroy_process_group()
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://{master_addr}:{master_port}",
+        rank=rank,
+        world_size=world_size,
+        timeout=timeout,
+    )
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def resolve_device(backend: str, device: str | torch.device | None) -> torch.device:
+    """The device this rank trains on: the given one, else cuda:0 for nccl and cpu for gloo."""
+    if device is not None:
+        resolved = torch.device(device)
+    else:
+        resolved = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
+    if resolved.type == "cuda":
+        torch.cuda.set_device(resolved)
+    return resolved
+
+
+def wrap_model(model: nn.Module, device: torch.device) -> DistributedDataParallel:
+    """Move the model to `device` and wrap it in DDP.
+
+    DDP broadcasts rank 0's parameters and buffers to every rank when it is constructed
+    (`init_sync=True`), so all ranks start from identical weights even if their seeds differed.
+    """
+    model = model.to(device)
+    device_ids = [device.index] if device.type == "cuda" else None
+    return DistributedDataParallel(model, device_ids=device_ids, init_sync=True)
+
+
+def all_reduce_sum(values: list[float], device: torch.device) -> list[float]:
+    """Element-wise sum of `values` over all ranks, in float64."""
+    return _all_reduce(values, device, dist.ReduceOp.SUM)
+
+
+def all_reduce_max(values: list[float], device: torch.device) -> list[float]:
+    """Element-wise maximum of `values` over all ranks."""
+    return _all_reduce(values, device, dist.ReduceOp.MAX)
+
+
+def _all_reduce(values: list[float], device: torch.device, op: dist.ReduceOp) -> list[float]:
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor, op=op)
+    return tensor.tolist()
