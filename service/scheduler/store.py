@@ -1,0 +1,141 @@
+"""The scheduler's database writes, each its own short transaction run off the event loop.
+
+The scheduler is the only writer of trial and fold state (DESIGN §7); every state change it
+makes goes through here, so the database is always the whole truth a restart needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
+from optimizers.base import Observation
+from service.db import fold_runs as fold_repo
+from service.db import studies as study_repo
+from service.db import trials as trial_repo
+from service.db.models import StudyRow, TrialRow, utcnow
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class TrialHandle:
+    id: int
+    number: int
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StudyStart:
+    spec: dict[str, Any]
+    unfinished: list[TrialHandle]
+    started_at: datetime
+
+
+class SchedulerStore:
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self._sessions = sessions
+
+    async def _run(self, work: Callable[[Session], T]) -> T:
+        def transaction() -> T:
+            with self._sessions.begin() as session:
+                return work(session)
+
+        return await asyncio.to_thread(transaction)
+
+    async def active_study_ids(self) -> list[int]:
+        return await self._run(study_repo.active_study_ids)
+
+    async def begin_study(self, study_id: int) -> StudyStart:
+        """Mark the study running, mark fold runs a dead service left as lost, and return the
+        stored spec with the trials still to finish."""
+
+        def work(session: Session) -> StudyStart:
+            study = session.get_one(StudyRow, study_id)
+            study_repo.mark_study(session, study, StudyStatus.RUNNING)
+            fold_repo.mark_lost_fold_runs(session, study_id)
+            unfinished = trial_repo.unfinished_trials(session, study_id)
+            handles = [TrialHandle(t.id, t.number, t.params) for t in unfinished]
+            return StudyStart(study.spec, handles, study.started_at or utcnow())
+
+        return await self._run(work)
+
+    async def stop_requested(self, study_id: int) -> bool:
+        def work(session: Session) -> bool:
+            study = session.get(StudyRow, study_id)
+            return study is None or study.stop_requested
+
+        return await self._run(work)
+
+    async def history(self, study_id: int) -> tuple[list[Observation], int]:
+        """Finished trials as observations, and how many trials the study has in all."""
+
+        def work(session: Session) -> tuple[list[Observation], int]:
+            rows = trial_repo.finished_trials(session, study_id)
+            observations = [
+                Observation(
+                    params=row.params,
+                    value=row.value,
+                    std_error=row.std_error,
+                    failed=row.status is not TrialStatus.COMPLETED,
+                )
+                for row in rows
+            ]
+            return observations, trial_repo.count_trials(session, study_id)
+
+        return await self._run(work)
+
+    async def create_trials(
+        self, study_id: int, configs: list[dict[str, Any]], budget: int
+    ) -> list[TrialHandle]:
+        """Create trials for ``configs``, never more than the budget allows in all."""
+
+        def work(session: Session) -> list[TrialHandle]:
+            room = budget - trial_repo.count_trials(session, study_id)
+            number = trial_repo.next_trial_number(session, study_id)
+            handles = []
+            for offset, params in enumerate(configs[: max(room, 0)]):
+                row = trial_repo.create_trial(session, study_id, params, number=number + offset)
+                handles.append(TrialHandle(row.id, row.number, row.params))
+            return handles
+
+        return await self._run(work)
+
+    async def finish_trial(self, trial_id: int, status: TrialStatus, **fields: Any) -> None:
+        def work(session: Session) -> None:
+            trial = session.get_one(TrialRow, trial_id)
+            trial_repo.finish_trial(session, trial, status, **fields)
+
+        await self._run(work)
+
+    async def finish_study(self, study_id: int, status: StudyStatus, error: str | None = None):
+        def work(session: Session) -> None:
+            study = session.get(StudyRow, study_id)
+            if study is not None:
+                study_repo.mark_study(session, study, status, error=error)
+
+        await self._run(work)
+
+    async def completed_fold_values(self, trial_id: int) -> dict[int, float]:
+        return await self._run(lambda s: fold_repo.completed_fold_values(s, trial_id))
+
+    async def start_fold_run(self, trial_id: int, fold: int) -> tuple[int, int]:
+        """Create the next attempt of a fold; returns (fold run id, attempt)."""
+
+        def work(session: Session) -> tuple[int, int]:
+            run = fold_repo.start_fold_run(session, trial_id, fold)
+            return run.id, run.attempt
+
+        return await self._run(work)
+
+    async def record_epoch(self, fold_run_id: int, epoch: int, metrics: dict[str, Any]) -> None:
+        await self._run(lambda s: fold_repo.record_epoch(s, fold_run_id, epoch, metrics))
+
+    async def finish_fold_run(self, fold_run_id: int, status: FoldStatus, **fields: Any) -> None:
+        await self._run(lambda s: fold_repo.finish_fold_run(s, fold_run_id, status, **fields))

@@ -1,0 +1,108 @@
+"""The scheduler in a real service: failures are data, stop works, bad input is one CLI line."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from foldwise import Client
+from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
+from tests.live_service import FOLDWISE_BIN, ROOT, LiveService
+from tests.service.study_specs import study_spec
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
+    tmp = tmp_path_factory.mktemp("scheduler")
+    live = LiveService(f"sqlite:///{tmp / 'scheduler.db'}", tmp / "service.log").start()
+    yield live
+    live.stop()
+
+
+def _tiny_spec(modes: list[str], **overrides) -> dict:
+    spec = study_spec(
+        space={
+            "mode": {"type": "categorical", "choices": modes},
+            "lr": {"type": "float", "low": 1e-3, "high": 1e-1, "log": True},
+        },
+        optimizer={"name": "random", "seed": 1},
+        budget={"trials": 6},
+        parallel={"trial_groups": 2, "folds": 2, "workers_per_fold": 2},
+        resources={"cpus_per_worker": 0.5},
+        trainer={"task": "tests.user_tasks.tiny:task", "epochs": 2, "batch_size": 32},
+    )
+    spec.update(overrides)
+    return spec
+
+
+def test_failing_trials_are_recorded_and_the_study_goes_on(service: LiveService) -> None:
+    client = Client(service.url)
+    study = client.create_study(_tiny_spec(["ok", "raise", "nan"])).wait(timeout=600, poll=1)
+    trials = study.trials()
+    assert study.status is StudyStatus.COMPLETED, study.data.error
+    assert len(trials) == 6 and study.data.progress.finished == 6
+    by_mode: dict[str, list] = {}
+    for trial in trials:
+        by_mode.setdefault(trial.params["mode"], []).append(trial)
+    assert set(by_mode) == {"ok", "raise", "nan"}, "seed 1 should draw every mode"
+    assert all(t.status is TrialStatus.COMPLETED and t.value is not None for t in by_mode["ok"])
+    for trial in by_mode["raise"]:
+        assert trial.status is TrialStatus.FAILED
+        assert "tiny task refuses mode=raise" in trial.error
+        detail = study.trial(trial.number)
+        assert any(f.status is FoldStatus.FAILED and "ValueError" in (f.traceback or "")
+                   for f in detail.folds)
+    for trial in by_mode["nan"]:
+        assert trial.status is TrialStatus.FAILED and "nan" in trial.error.lower()
+
+
+def test_a_crashed_worker_is_retried_as_a_new_attempt(service: LiveService) -> None:
+    spec = _tiny_spec(["crash"], budget={"trials": 1})
+    spec["trainer"]["retries"] = 1
+    with Client(service.url) as client:
+        study = client.create_study(spec).wait(timeout=600, poll=1)
+        trial = study.trial(0)
+    # "crash" kills rank 1 in every attempt: each fold is tried twice, then the trial fails.
+    assert trial.status is TrialStatus.FAILED
+    attempts = sorted((f.fold, f.attempt) for f in trial.folds if f.status is FoldStatus.FAILED)
+    assert (0, 1) in attempts or (1, 1) in attempts, trial.folds
+    assert study.status is StudyStatus.COMPLETED
+
+
+def test_stop_cancels_running_trials(service: LiveService) -> None:
+    spec = _tiny_spec(["ok"], budget={"trials": 50})
+    spec["trainer"]["epochs"] = 200
+    with Client(service.url) as client:
+        study = client.create_study(spec)
+        deadline = time.monotonic() + 120
+        while study.refresh().data.progress.running == 0 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        stop = subprocess.run([str(FOLDWISE_BIN), "--url", service.url, "stop", str(study.id)],
+                              capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert stop.returncode == 0, stop.stderr
+        study.refresh()
+        trials = study.trials()
+    assert study.status is StudyStatus.STOPPED
+    assert len(trials) < 50
+    assert all(t.status.finished for t in trials)
+    assert any(t.error and "stopped" in t.error for t in trials)
+
+
+def test_cli_errors_are_one_line(service: LiveService, tmp_path: Path) -> None:
+    missing = subprocess.run([str(FOLDWISE_BIN), "--url", service.url, "status", "9999"],
+                             capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert missing.returncode == 1
+    assert "not found" in missing.stderr and "Traceback" not in missing.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nspace: {x: {type: int, low: 3, high: 1}}\n"
+                   "budget: {trials: 1}\ntrainer: {task: digits_mlp}\n")
+    submitted = subprocess.run([str(FOLDWISE_BIN), "--url", service.url, "submit", str(bad)],
+                               capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert submitted.returncode == 1 and "space" in submitted.stderr
+    assert "Traceback" not in submitted.stderr
