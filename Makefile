@@ -1,0 +1,39 @@
+# `make run` and `make test` are the two commands a fresh machine needs (see README.md).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+export FOLDWISE_URL ?= http://$(HOST):$(PORT)
+
+.PHONY: install run test test-fast lint bench clean
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[server,dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## Start the service on embedded SQLite and a local Ray, submit the example study, keep serving.
+run: install
+	@bash scripts/run_service.sh $(HOST) $(PORT) examples/digits.yaml
+
+## The whole suite: unit, PostgreSQL, Ray, DDP and end-to-end tests.
+test: install
+	$(PY) -m ruff check .
+	$(PY) -m pytest -ra
+
+## Unit tests only, for a quick loop while editing.
+test-fast: install
+	$(PY) -m pytest -ra -m "not slow"
+
+lint: install
+	$(PY) -m ruff check . && $(PY) -m ruff format --check .
+
+bench: install
+	$(PY) benchmarks/fold_overhead.py
+
+clean:
+	rm -rf $(VENV) *.egg-info foldwise-artifacts
