@@ -8,7 +8,7 @@ url="http://$host:$port"
 
 "$bin/foldwise" serve --host "$host" --port "$port" --upgrade-db &
 server=$!
-trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null' EXIT INT TERM
+trap 'kill -INT "$server" 2>/dev/null; wait "$server" 2>/dev/null' EXIT INT TERM
 
 for _ in $(seq 1 120); do
   if "$bin/python" -c "import httpx,sys; httpx.get('$url/health', timeout=2).raise_for_status()" \
@@ -20,5 +20,5 @@ for _ in $(seq 1 120); do
 done
 
 "$bin/foldwise" --url "$url" submit "$spec"
-echo "dashboard: $url/dashboard   API docs: $url/docs   follow: $bin/foldwise watch <ID>"
+echo "API docs: $url/docs   (Ctrl-C stops the service; the study resumes on the next start)"
 wait "$server"
