@@ -53,6 +53,7 @@ class BaseOptimizer(ABC):
         *,
         direction: Direction = Direction.MINIMIZE,
         seed: int = 0,
+        budget: int | None = None,
         **options: Any,
     ) -> None:
         if not space:
@@ -60,6 +61,8 @@ class BaseOptimizer(ABC):
         self.space = dict(space)
         self.direction = Direction(direction)
         self.seed = int(seed)
+        self.budget = None if budget is None else int_option("budget", budget, minimum=1)
+        """The study's trial budget, when it has one: optimizers may plan by it."""
         self.completed: list[Observation] = []
         self.pending: list[dict[str, Any]] = []
         self._digest = _history_digest(self.seed, [], [])
@@ -98,7 +101,10 @@ def _history_digest(seed: int, completed: Sequence[Observation], pending: Sequen
     """Four 32-bit words that identify the seed and the history, stable across processes."""
     record = [
         seed,
-        [[o.params, float(o.value) if o.ok else None, _float_or_none(o.std_error)] for o in completed],
+        [
+            [o.params, _float_or_none(o.value if o.ok else None), _float_or_none(o.std_error)]
+            for o in completed
+        ],
         pending,
     ]
     text = json.dumps(record, sort_keys=True, default=repr, allow_nan=True)

@@ -24,6 +24,7 @@ def check_runnable(spec: StudySpec) -> None:
             spec.space,
             direction=spec.objective.direction,
             seed=spec.optimizer.seed or 0,
+            budget=spec.budget.trials,
             options=spec.optimizer.options,
         )
     except (ValueError, TypeError) as exc:

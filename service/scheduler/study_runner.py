@@ -59,6 +59,7 @@ class StudyRunner:
             spec.space,
             direction=spec.objective.direction,
             seed=spec.optimizer.seed or 0,
+            budget=spec.budget.trials,
             options=spec.optimizer.options,
         )
         trials = TrialRunner(spec, self.study_id, self.store, self.executor)

@@ -1,0 +1,79 @@
+"""Cheap maximisation of an acquisition function over a mixed, conditional space.
+
+No gradients: the encoded space mixes one-hot blocks, rounded integers and parameters that
+switch on and off, so a few thousand scored candidates do better per millisecond. Candidates
+are uniform points, perturbations of the best observed configurations, and then two rounds of
+ever smaller perturbations of the best candidates so far. Every candidate is decoded and
+encoded again, so it is scored exactly as the configuration it stands for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from optimizers.encoding import SpaceEncoding
+from optimizers.sampling import config_key
+
+Score = Callable[[np.ndarray], np.ndarray]
+
+LOCAL_COPIES = 20
+"""Perturbed copies of each anchor or leading candidate."""
+
+REFINE_SCALES = (0.05, 0.015)
+"""Standard deviations (in unit coordinates) of the refinement rounds."""
+
+
+def maximize_acquisition(
+    score: Score,
+    encoding: SpaceEncoding,
+    rng: np.random.Generator,
+    *,
+    anchors: np.ndarray,
+    seen: set[tuple],
+    candidates: int,
+    top: int = 5,
+) -> dict[str, Any] | None:
+    """The highest-scoring configuration whose key is not in ``seen``; None if all are seen."""
+    starts = [encoding.sample(candidates, rng)]
+    if len(anchors):
+        starts.append(perturb(encoding, np.repeat(anchors, LOCAL_COPIES, axis=0), 0.1, rng))
+    configs, X = canonical(encoding, np.vstack(starts))
+    scores = score(X)
+    for scale in REFINE_SCALES:
+        leaders = X[np.argsort(-scores, kind="stable")[:top]]
+        local = perturb(encoding, np.repeat(leaders, LOCAL_COPIES, axis=0), scale, rng)
+        more_configs, more_X = canonical(encoding, local)
+        configs += more_configs
+        X = np.vstack([X, more_X])
+        scores = np.concatenate([scores, score(more_X)])
+    for i in np.argsort(-scores, kind="stable"):
+        if config_key(configs[i]) not in seen:
+            return configs[i]
+    return None
+
+
+def perturb(
+    encoding: SpaceEncoding, X: np.ndarray, scale: float, rng: np.random.Generator
+) -> np.ndarray:
+    """Gaussian steps on numeric columns; each categorical block redrawn with prob. 2·scale."""
+    X = X.copy()
+    numeric = [encoding.columns[name].start for name in encoding.scales]
+    steps = rng.normal(0.0, scale, size=(len(X), len(numeric)))
+    X[:, numeric] = np.clip(X[:, numeric] + steps, 0.0, 1.0)
+    for name in encoding.names:
+        if name in encoding.scales:
+            continue
+        columns = encoding.columns[name]
+        k = columns.stop - columns.start
+        redraw = rng.random(len(X)) < min(0.5, 2.0 * scale)
+        X[redraw, columns] = np.eye(k)[rng.integers(k, size=int(redraw.sum()))]
+    return X
+
+
+def canonical(encoding: SpaceEncoding, X: np.ndarray) -> tuple[list[dict[str, Any]], np.ndarray]:
+    """The configurations rows of ``X`` stand for, and their exact encodings."""
+    configs = encoding.decode(X)
+    return configs, encoding.encode(configs)

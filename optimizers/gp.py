@@ -1,0 +1,232 @@
+"""Bayesian optimisation: a Gaussian process from scikit-optimize with expected improvement.
+
+The model sees configurations through :class:`~optimizers.encoding.SpaceEncoding` (unit
+numeric columns, one-hot categories, inactive parameters at a fixed centre value) and losses
+standardised to zero mean and unit variance. The kernel is skopt's default for this use
+(constant × Matérn 5/2 with one length-scale per column) plus a learned white-noise term; each
+trial's fold standard error enters as its own extra noise, so trials whose folds disagree pull
+the model less.
+
+Failed trials are told as a penalty: the worst successful loss plus a tenth of the spread of
+successful losses. The region around a failure then looks worse than anything that worked, so
+expected improvement leaves it, while the penalty stays on the scale of real results and does
+not flatten the standardised differences between them (a huge constant would). Without any
+success every failure gets the same target and the search simply moves away from them.
+
+Pending trials (and points already chosen for the batch) join the data with a made-up loss,
+under the hyperparameters fitted on real results only, so the next point looks elsewhere.
+Option ``liar`` picks the lie: "believer" (default) or a constant liar with the best ("min",
+skopt's default), mean or worst observed loss. The believer tells the model's own prediction
+(the Kriging believer), which shrinks uncertainty there without bending the mean, but never
+better than the best result: a predicted record beyond the data (say, in a corner the trend
+points to) would otherwise stay "certain improvement" and draw the whole batch to one spot.
+"min" proved harmful the other way: a running trial in a poor region, told as the best result,
+drew the next points into that region.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from scipy.optimize import minimize
+from skopt.acquisition import gaussian_ei
+from skopt.learning import GaussianProcessRegressor
+from skopt.learning.gaussian_process.kernels import ConstantKernel, Kernel, Matern, WhiteKernel
+from threadpoolctl import threadpool_limits
+
+from optimizers.acquisition import maximize_acquisition
+from optimizers.base import (
+    BaseOptimizer,
+    check_count,
+    choice_option,
+    float_option,
+    int_option,
+)
+from optimizers.encoding import SpaceEncoding
+from optimizers.sampling import config_key, sample_unique
+
+JITTER = 1e-8
+FIT_POINTS = 100
+MAX_ITERATIONS = 200
+ANCHORS = 5
+LIARS = ("believer", "min", "mean", "max")
+
+
+class GPOptimizer(BaseOptimizer):
+    """GP-EI with a random initial design, lies for pending trials and penalised failures.
+
+    Options: ``n_initial`` (10) random trials before the model is used, counting pending ones;
+    ``xi`` (0.01) EI's exploration margin in standardised units; ``liar`` ("believer") the made-up
+    loss for pending trials; ``candidates`` (1000) random candidates per acquisition search;
+    ``restarts`` (1) extra random starts of the hyperparameter fit; ``max_points`` (300) the
+    most completed trials the model conditions on (the best half and the most recent rest;
+    hyperparameters are fitted on at most 100 of those, chosen the same way), which bounds the
+    cost of a suggestion however long the study runs.
+    """
+
+    def configure(
+        self,
+        *,
+        n_initial: int = 10,
+        xi: float = 0.01,
+        liar: str = "believer",
+        candidates: int = 1000,
+        restarts: int = 1,
+        max_points: int = 300,
+        **unknown: Any,
+    ) -> None:
+        super().configure(**unknown)
+        self.n_initial = int_option("n_initial", n_initial, minimum=1)
+        self.xi = float_option("xi", xi, minimum=0.0)
+        self.liar = choice_option("liar", liar, LIARS)
+        self.candidates = int_option("candidates", candidates, minimum=10)
+        self.restarts = int_option("restarts", restarts, minimum=0)
+        self.max_points = int_option("max_points", max_points, minimum=FIT_POINTS)
+        self.encoding = SpaceEncoding(self.space)
+
+    def suggest(self, count: int) -> list[dict[str, Any]]:
+        count = check_count(count)
+        rng, seen = self.rng(), self.seen_keys()
+        started = len(self.completed) + len(self.pending)
+        n_random = count if len(self.completed) < 2 else self.n_initial - started
+        batch = sample_unique(self.encoding, min(max(n_random, 0), count), rng, seen)
+        if len(batch) < count:
+            # One BLAS thread: the matrices are small, and threads spinning against a busy
+            # host (trials run beside the service) made fits ten times slower in tests.
+            with threadpool_limits(limits=1, user_api="blas"):
+                batch += self._model_batch(count - len(batch), rng, seen, batch)
+        return batch
+
+    def _model_batch(
+        self, count: int, rng: np.random.Generator, seen: set[tuple], chosen: list[dict]
+    ) -> list[dict[str, Any]]:
+        y, noise = self._targets()
+        rows = keep_rows(y, self.max_points)
+        X = self.encoding.encode([self.completed[i].params for i in rows])
+        y, noise = y[rows], noise[rows]
+        fit = keep_rows(y, FIT_POINTS)
+        kernel, white = fit_kernel(X[fit], y[fit], noise[fit], self.restarts, rng)
+        believed = condition(kernel, X, y, noise + white)  # real results only: tells the lies
+        anchors = X[np.argsort(y, kind="stable")[:ANCHORS]]
+        running, batch = [*self.pending, *chosen], []
+        for _ in range(count):
+            X_run = self.encoding.encode(running)
+            model = condition(
+                kernel,
+                np.vstack([X, X_run]),
+                np.concatenate([y, self._lies(believed, X_run, y)]),
+                np.concatenate([noise + white, np.full(len(X_run), white)]),
+            )
+            config = maximize_acquisition(
+                lambda Z, m=model: gaussian_ei(Z, m, y_opt=y.min(), xi=self.xi),
+                self.encoding,
+                rng,
+                anchors=anchors,
+                seen=seen,
+                candidates=self.candidates,
+            )
+            if config is None:  # every candidate was seen: the space is (nearly) exhausted
+                config = sample_unique(self.encoding, 1, rng, seen)[0]
+            seen.add(config_key(config))
+            running.append(config)
+            batch.append(config)
+        return batch
+
+    def _lies(
+        self, believed: GaussianProcessRegressor, X: np.ndarray, y: np.ndarray
+    ) -> np.ndarray:
+        """Made-up standardised losses for running trials at ``X``."""
+        if not len(X):
+            return np.empty(0)
+        if self.liar == "believer":  # floored: a predicted record would keep drawing the batch
+            return np.maximum(believed.predict(X), y.min())
+        return np.full(len(X), {"min": y.min(), "mean": y.mean(), "max": y.max()}[self.liar])
+
+    def _targets(self) -> tuple[np.ndarray, np.ndarray]:
+        """Standardised penalised losses, and each point's noise variance in those units."""
+        y = penalize_failures(self.losses())
+        scale = float(y.std()) or 1.0
+        errors = np.array([(o.std_error or 0.0) if o.ok else 0.0 for o in self.completed])
+        errors = np.nan_to_num(errors, nan=0.0, posinf=0.0)
+        return (y - y.mean()) / scale, (errors / scale) ** 2
+
+
+def keep_rows(y: np.ndarray, limit: int) -> np.ndarray:
+    """Indices, in order, of at most ``limit`` rows: the best half and the most recent rest."""
+    if len(y) <= limit:
+        return np.arange(len(y))
+    best = np.argsort(y, kind="stable")[: limit // 2]
+    rest = np.setdiff1d(np.arange(len(y)), best)[len(best) - limit :]
+    return np.sort(np.concatenate([best, rest]))
+
+
+def penalize_failures(losses: np.ndarray) -> np.ndarray:
+    """Losses with NaN (failed) entries replaced by worst + 0.1 × spread (see module doc)."""
+    ok = np.isfinite(losses)
+    if not ok.any():
+        return np.zeros_like(losses)
+    worst, best = losses[ok].max(), losses[ok].min()
+    margin = 0.1 * ((worst - best) or max(abs(worst), 1.0))
+    return np.where(ok, losses, worst + margin)
+
+
+def fit_kernel(
+    X: np.ndarray, y: np.ndarray, noise: np.ndarray, restarts: int, rng: np.random.Generator
+) -> tuple[Kernel, float]:
+    """Maximum-likelihood kernel (without its noise term) and the white-noise level it learned."""
+    d = X.shape[1]
+    kernel = ConstantKernel(1.0, (0.01, 100.0)) * Matern(
+        np.full(d, 0.5), [(0.01, 100.0)] * d, nu=2.5
+    ) + WhiteKernel(1e-2, (1e-6, 1.0))
+    gp = GaussianProcessRegressor(
+        kernel=kernel, alpha=noise + JITTER, noise="gaussian", optimizer=_MultiStart(restarts, rng)
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # hyperparameters at their bounds are expected
+        gp.fit(X, y)
+    return gp.kernel_.k1, float(gp.noise_)  # k1: the kernel without its (zeroed) white term
+
+
+class _MultiStart:
+    """L-BFGS from the default hyperparameters and from ``restarts`` plausible random ones.
+
+    sklearn's own restarts draw length-scales log-uniformly over all of [0.01, 100]; starts
+    above about 1 mostly end in the flat "all noise" optimum, so ours stay in [0.05, 2].
+    """
+
+    def __init__(self, restarts: int, rng: np.random.Generator) -> None:
+        self.restarts, self.rng = restarts, rng
+
+    def __call__(
+        self, objective: Callable, theta: np.ndarray, bounds: np.ndarray
+    ) -> tuple[np.ndarray, float]:
+        starts = [theta]
+        for _ in range(self.restarts):
+            start = theta.copy()  # log-space: [constant, length-scales..., noise]
+            start[1:-1] = np.log(self.rng.uniform(0.05, 2.0, size=len(theta) - 2))
+            start[-1] = np.log(10.0 ** self.rng.uniform(-4.0, -1.0))
+            starts.append(start)
+        fits = [
+            minimize(
+                objective,
+                s,
+                method="L-BFGS-B",
+                jac=True,
+                bounds=bounds,
+                options={"maxiter": MAX_ITERATIONS},
+            )
+            for s in starts
+        ]
+        best = min(fits, key=lambda fit: fit.fun)
+        return best.x, float(best.fun)
+
+
+def condition(
+    kernel: Kernel, X: np.ndarray, y: np.ndarray, noise: np.ndarray
+) -> GaussianProcessRegressor:
+    """A GP with fixed hyperparameters conditioned on ``(X, y)`` with per-point noise."""
+    model = GaussianProcessRegressor(kernel=kernel, alpha=noise + JITTER, optimizer=None)
+    return model.fit(X, y)

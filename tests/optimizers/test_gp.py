@@ -1,0 +1,89 @@
+"""The GP optimizer's own policies: failure penalty, lies, initial design, noise, speed."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+import pytest
+
+import optimizers.gp as gp_module
+from optimizers.gp import GPOptimizer, keep_rows, penalize_failures
+from tests.optimizers.problems import PLANE, make_space, observe
+
+
+def test_failures_cost_the_worst_loss_plus_a_tenth_of_the_spread() -> None:
+    losses = np.array([1.0, np.nan, 3.0, np.nan])
+    assert penalize_failures(losses) == pytest.approx([1.0, 3.2, 3.0, 3.2])
+    assert penalize_failures(np.array([-5.0, np.nan])) == pytest.approx([-5.0, -4.5])
+    assert penalize_failures(np.array([np.nan, np.nan])) == pytest.approx([0.0, 0.0])
+
+
+def test_long_studies_keep_the_best_half_and_the_most_recent_rest() -> None:
+    y = np.array([5.0, 1.0, 4.0, 2.0, 3.0, 0.0])
+    assert keep_rows(y, 4).tolist() == [1, 3, 4, 5]
+    assert keep_rows(y, 6).tolist() == list(range(6))
+
+
+def test_a_long_study_is_modelled_from_a_bounded_window() -> None:
+    optimizer = GPOptimizer(PLANE, seed=0, max_points=100, candidates=100, restarts=0)
+    rng = np.random.default_rng(0)
+    configs = [{"x": float(a), "y": float(b)} for a, b in rng.random((400, 2))]
+    optimizer.update([observe(c, c["x"] - c["y"]) for c in configs], [])
+    start = time.perf_counter()
+    (config,) = optimizer.suggest(1)
+    assert time.perf_counter() - start < 5.0
+    assert config["x"] < 0.2 and config["y"] > 0.8
+
+
+def test_the_initial_design_counts_pending_trials(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_model(*args: object) -> None:
+        raise AssertionError("the model was fitted during the initial design")
+
+    monkeypatch.setattr(gp_module, "fit_kernel", no_model)
+    optimizer = GPOptimizer(PLANE, n_initial=6)
+    history = [observe({"x": 0.1 * i, "y": 0.5}, float(i)) for i in range(3)]
+    optimizer.update(history, [{"x": 0.9, "y": 0.9}])
+    assert len(optimizer.suggest(2)) == 2  # trials 5 and 6 of the initial design
+    with pytest.raises(AssertionError, match="initial design"):
+        optimizer.suggest(3)
+
+
+def test_maximised_values_are_negated_and_fold_noise_is_scaled() -> None:
+    optimizer = GPOptimizer(PLANE, direction="maximize")
+    history = [observe({"x": 0.1, "y": 0.1}, 1.0), observe({"x": 0.2, "y": 0.1}, 3.0)]
+    history.append(observe({"x": 0.3, "y": 0.1}, None))
+    history[1] = type(history[1])(history[1].params, 3.0, std_error=0.5)
+    optimizer.update(history, [])
+    y, noise = optimizer._targets()
+    assert np.argsort(y).tolist() == [1, 0, 2]  # 3.0 is best, the failure is worst
+    scale = np.std([-1.0, -3.0, -1.0 + 0.2])
+    assert noise == pytest.approx([0.0, (0.5 / scale) ** 2, 0.0])
+
+
+@pytest.mark.parametrize("liar", ["believer", "min", "mean", "max"])
+def test_every_liar_keeps_a_batch_apart(liar: str) -> None:
+    optimizer = GPOptimizer(PLANE, seed=1, n_initial=4, liar=liar, candidates=200)
+    history = [observe(c, c["x"] + c["y"]) for c in GPOptimizer(PLANE, seed=9).suggest(8)]
+    optimizer.update(history, [{"x": 0.0, "y": 0.0}])
+    batch = optimizer.suggest(3)
+    points = np.array([[c["x"], c["y"]] for c in batch + [{"x": 0.0, "y": 0.0}]])
+    gaps = np.linalg.norm(points[:, None] - points[None], axis=2) + np.eye(4)
+    assert gaps.min() > 1e-3
+
+
+@pytest.mark.slow
+def test_a_suggestion_at_100_observations_takes_about_a_second_at_most() -> None:
+    space = make_space({f"x{i}": {"type": "float", "low": 0, "high": 1} for i in range(6)})
+    rng = np.random.default_rng(0)
+    configs = [{f"x{i}": float(v) for i, v in enumerate(rng.random(6))} for _ in range(100)]
+    history = [observe(c, float(np.sum((np.array(list(c.values())) - 0.3) ** 2))) for c in configs]
+    optimizer = GPOptimizer(space, seed=0)
+    optimizer.update(history, [])
+    timings = []
+    for _ in range(3):
+        start = time.perf_counter()
+        optimizer.suggest(1)
+        timings.append(time.perf_counter() - start)
+    assert statistics.median(timings) < 1.5
