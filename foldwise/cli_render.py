@@ -25,8 +25,14 @@ from foldwise.client import Study
 
 NONE = "-"
 STATUS_STYLES = {
-    "queued": "cyan", "running": "blue", "pending": "cyan", "completed": "green",
-    "stopped": "yellow", "pruned": "yellow", "failed": "red", "lost": "yellow",
+    "queued": "cyan",
+    "running": "blue",
+    "pending": "cyan",
+    "completed": "green",
+    "stopped": "yellow",
+    "pruned": "yellow",
+    "failed": "red",
+    "lost": "yellow",
     "cancelled": "yellow",
 }
 
@@ -117,7 +123,9 @@ def studies_table(studies: Sequence[schemas.Study]) -> Table:
     for study in studies:
         best = study.best_trial
         table.add_row(
-            str(study.id), study.name, status_text(study.status),
+            str(study.id),
+            study.name,
+            status_text(study.status),
             f"{study.progress.finished}/{study.progress.budget}",
             fmt_value(best.value if best else None),
             str(study.spec.get("optimizer", {}).get("name", NONE)),
@@ -139,9 +147,11 @@ def trials_table(trials: Sequence[schemas.TrialSummary], *, total: int | None = 
         if trial.error:
             detail = f"{detail}  [{trial.error.splitlines()[0][:80]}]" if detail else trial.error
         table.add_row(
-            str(trial.number), status_text(trial.status),
+            str(trial.number),
+            status_text(trial.status),
             fmt_value(trial.value, trial.std_error),
-            fmt_span(trial.started_at, trial.finished_at), Text(detail),
+            fmt_span(trial.started_at, trial.finished_at),
+            Text(detail),
         )
     return table
 
@@ -189,8 +199,11 @@ def best_summary(trial: schemas.TrialSummary | None) -> str:
 def best_trial_view(study: schemas.Study, trial: schemas.TrialSummary) -> Group:
     """The best trial's value ± s.e. on the objective, then its parameters one per row."""
     head = Text.assemble(
-        ("best trial ", "bold"), (f"#{trial.number}", "bold cyan"), " of study ",
-        f"{study.id} {study.name}: ", (fmt_value(trial.value, trial.std_error), "bold green"),
+        ("best trial ", "bold"),
+        (f"#{trial.number}", "bold cyan"),
+        " of study ",
+        f"{study.id} {study.name}: ",
+        (fmt_value(trial.value, trial.std_error), "bold green"),
         f"  {objective_text(study.spec)}",
     )
     params = Table(header_style="bold", show_edge=False)
@@ -212,8 +225,12 @@ def watch_study(study: Study, console: Console, *, interval: float) -> schemas.S
     Returns the final status; the SDK's errors propagate (the CLI prints them).
     """
     columns = (
-        TextColumn(f"study {study.id}"), TextColumn("{task.description}"), BarColumn(),
-        MofNCompleteColumn(), TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
+        TextColumn(f"study {study.id}"),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[detail]}"),
+        TimeElapsedColumn(),
     )
     with Progress(*columns, console=console) as bar:
         task = bar.add_task(study.status.value, total=study.data.progress.budget, detail="")
@@ -221,13 +238,21 @@ def watch_study(study: Study, console: Console, *, interval: float) -> schemas.S
         def update(current: Study) -> None:
             progress, best = current.data.progress, current.data.best_trial
             detail = f"{progress.running} running  best {fmt_value(best.value if best else None)}"
-            bar.update(task, completed=progress.finished, total=progress.budget,
-                       description=current.status.value, detail=detail)
+            bar.update(
+                task,
+                completed=progress.finished,
+                total=progress.budget,
+                description=current.status.value,
+                detail=detail,
+            )
 
         study.wait(poll=interval, on_update=update)
     data = study.data
-    console.print(Text.assemble(f"study {data.id} ", status_text(data.status), ": ",
-                                progress_text(data.progress)))
+    console.print(
+        Text.assemble(
+            f"study {data.id} ", status_text(data.status), ": ", progress_text(data.progress)
+        )
+    )
     if data.error:
         console.print(Text(data.error, style="red"))
     if data.best_trial is None:

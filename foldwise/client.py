@@ -232,7 +232,6 @@ def _parse(model: type[M], data: Any) -> M:
         ) from exc
 
 
-
 class Study:
     """A handle on one study: its latest data, and methods that ask the service for more.
 

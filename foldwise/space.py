@@ -56,8 +56,12 @@ class Comparison(_Strict):
             return False
         if self.in_ is not None and value not in self.in_:
             return False
-        ordered = [(self.gt, float.__gt__), (self.gte, float.__ge__),
-                   (self.lt, float.__lt__), (self.lte, float.__le__)]
+        ordered = [
+            (self.gt, float.__gt__),
+            (self.gte, float.__ge__),
+            (self.lt, float.__lt__),
+            (self.lte, float.__le__),
+        ]
         for bound, test in ordered:
             if bound is None:
                 continue
@@ -160,7 +164,7 @@ def condition_order(space: Mapping[str, Param]) -> list[str]:
             cycle = " -> ".join((*path, name))
             raise ConditionError(path[-1], name, f"conditions form a cycle ({cycle})")
         state[name] = "visiting"
-        for dep in (space[name].when or {}):
+        for dep in space[name].when or {}:
             if dep not in space:
                 raise ConditionError(name, dep, f"condition refers to unknown parameter {dep!r}")
             if dep == name:

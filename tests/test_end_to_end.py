@@ -30,21 +30,27 @@ def _digits_spec() -> dict:
 def _cli(url: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(FOLDWISE_BIN), "--url", url, *args],
-        capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
     )
 
 
 def test_digits_study_through_sdk_and_cli(tmp_path: Path) -> None:
-    service = LiveService(f"sqlite:///{tmp_path / 'e2e.db'}", tmp_path / "service.log",
-                          ray_num_cpus=6).start()
+    service = LiveService(
+        f"sqlite:///{tmp_path / 'e2e.db'}", tmp_path / "service.log", ray_num_cpus=6
+    ).start()
     try:
         with Client(service.url) as client:
             started = time.monotonic()
             study = client.create_study(_digits_spec())
             watch = _cli(service.url, "watch", str(study.id), "--interval", "1", timeout=900)
             wall = time.monotonic() - started
-            print(f"\nend-to-end study: {TRIALS} trials x {FOLDS} folds x {WORKERS} ranks "
-                  f"x {EPOCHS} epochs in {wall:.1f} s")
+            print(
+                f"\nend-to-end study: {TRIALS} trials x {FOLDS} folds x {WORKERS} ranks "
+                f"x {EPOCHS} epochs in {wall:.1f} s"
+            )
             assert watch.returncode == 0, watch.stdout + watch.stderr + service.log()
             assert "best" in watch.stdout.lower()
             study.refresh()

@@ -48,13 +48,19 @@ def _handler_class(stub: StubApi) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             request = Request(
-                self.command, parts.path, dict(parse_qsl(parts.query)),
+                self.command,
+                parts.path,
+                dict(parse_qsl(parts.query)),
                 json.loads(raw) if raw else None,
             )
             stub.requests.append(request)
             status, body = stub.handle(request)
-            payload = body if isinstance(body, bytes) else b"" if body is None else (
-                json.dumps(body).encode()
+            payload = (
+                body
+                if isinstance(body, bytes)
+                else b""
+                if body is None
+                else (json.dumps(body).encode())
             )
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -109,10 +115,14 @@ SPEC: dict[str, Any] = {
 
 def trial_json(number: int, value: float | None = 0.1234567, **extra: Any) -> dict[str, Any]:
     return {
-        "id": 100 + number, "number": number, "status": "completed",
+        "id": 100 + number,
+        "number": number,
+        "status": "completed",
         "params": {"lr": 0.0123456, "depth": 2, "act": "relu"},
-        "value": value, "std_error": 0.00421,
-        "started_at": "2025-01-01T10:00:00Z", "finished_at": "2025-01-01T10:01:05Z",
+        "value": value,
+        "std_error": 0.00421,
+        "started_at": "2025-01-01T10:00:00Z",
+        "finished_at": "2025-01-01T10:01:05Z",
         **extra,
     }
 
@@ -121,12 +131,23 @@ def study_json(
     study_id: int = 7, status: str = "running", finished: int = 3, **extra: Any
 ) -> dict[str, Any]:
     return {
-        "id": study_id, "name": "digits-mlp", "status": status,
+        "id": study_id,
+        "name": "digits-mlp",
+        "status": status,
         "spec": StudySpec.model_validate(SPEC).resolved(),
-        "created_at": "2025-01-01T09:59:00Z", "started_at": "2025-01-01T10:00:00Z",
-        "finished_at": None, "error": None,
-        "progress": {"budget": 10, "finished": finished, "running": 2, "pending": 0,
-                     "completed": finished, "failed": 0, "pruned": 0},
+        "created_at": "2025-01-01T09:59:00Z",
+        "started_at": "2025-01-01T10:00:00Z",
+        "finished_at": None,
+        "error": None,
+        "progress": {
+            "budget": 10,
+            "finished": finished,
+            "running": 2,
+            "pending": 0,
+            "completed": finished,
+            "failed": 0,
+            "pruned": 0,
+        },
         "best_trial": trial_json(2) if finished else None,
         **extra,
     }

@@ -39,8 +39,14 @@ def test_fmt_params():
 
 @pytest.mark.parametrize(
     ("seconds", "precise", "expected"),
-    [(12.34, True, "12.3s"), (185, True, "3m05s"), (3720, True, "1h02m"),
-     (3 * 86_400 + 4 * 3600, True, "3d04h"), (185, False, "3m"), (42.9, False, "42s")],
+    [
+        (12.34, True, "12.3s"),
+        (185, True, "3m05s"),
+        (3720, True, "1h02m"),
+        (3 * 86_400 + 4 * 3600, True, "3d04h"),
+        (185, False, "3m"),
+        (42.9, False, "42s"),
+    ],
 )
 def test_fmt_duration(seconds, precise, expected):
     assert render.fmt_duration(seconds, precise=precise) == expected
@@ -62,8 +68,10 @@ def test_fmt_span_mixes_naive_and_aware_times():
 
 
 def test_studies_table(make_study):
-    studies = [Study.model_validate(make_study(1, "completed", 10)),
-               Study.model_validate(make_study(2, "queued", 0))]
+    studies = [
+        Study.model_validate(make_study(1, "completed", 10)),
+        Study.model_validate(make_study(2, "queued", 0)),
+    ]
     text = text_of(render.studies_table(studies))
     header, *rows = [line for line in text.splitlines() if "│" in line or "┃" in line]
     for column in ("id", "name", "status", "trials", "best", "optimizer", "created"):
@@ -89,9 +97,16 @@ def test_trials_table_shows_errors_and_a_caption(make_trial):
 def test_study_details_and_best_trial(make_study):
     study = Study.model_validate(make_study(error="worker lost"))
     text = text_of(render.study_details(study))
-    for fragment in ("7 digits-mlp", "running", "val_loss (minimize)", "gp",
-                     "2 trials × 5 folds × 2 workers", "3/10 finished", "#2 0.1235 ± 0.0042",
-                     "worker lost"):
+    for fragment in (
+        "7 digits-mlp",
+        "running",
+        "val_loss (minimize)",
+        "gp",
+        "2 trials × 5 folds × 2 workers",
+        "3/10 finished",
+        "#2 0.1235 ± 0.0042",
+        "worker lost",
+    ):
         assert fragment in text
     best = text_of(render.best_trial_view(study, study.best_trial))
     assert best.splitlines()[0] == (

@@ -18,8 +18,16 @@ from foldwise.schemas import StudyStatus, TrialSummary
 
 def test_package_exports_the_sdk_without_pandas():
     assert foldwise.__version__ == "0.1.0"
-    for name in ("Client", "Study", "StudySpec", "FoldwiseError", "ServiceUnavailable",
-                 "NotFound", "InvalidSpec", "ApiError"):
+    for name in (
+        "Client",
+        "Study",
+        "StudySpec",
+        "FoldwiseError",
+        "ServiceUnavailable",
+        "NotFound",
+        "InvalidSpec",
+        "ApiError",
+    ):
         assert hasattr(foldwise, name)
     assert issubclass(ServiceUnavailable, FoldwiseError)
     assert issubclass(InvalidSpec, FoldwiseError)
@@ -84,7 +92,8 @@ def test_a_422_from_the_service_is_invalid_spec_with_dotted_paths(stub, spec_dic
     with Client(stub.url) as client, pytest.raises(InvalidSpec) as info:
         client.create_study(spec_dict)
     assert info.value.problems == [
-        "trainer.task: unknown task 'nope'", "space.lr.high: Field required"
+        "trainer.task: unknown task 'nope'",
+        "space.lr.high: Field required",
     ]
 
 
@@ -210,8 +219,15 @@ def test_trial_rows_flatten_params_in_spec_order(make_trial):
         TrialSummary.model_validate({**make_trial(1, None), "params": {"width": 8}}),
     ]
     rows, columns = trial_rows(trials, ["depth", "lr", "act"])
-    assert columns[:7] == ["number", "status", "value", "std_error", "params_depth",
-                           "params_lr", "params_act"]
+    assert columns[:7] == [
+        "number",
+        "status",
+        "value",
+        "std_error",
+        "params_depth",
+        "params_lr",
+        "params_act",
+    ]
     assert "params_width" in columns
     assert rows[0]["params_depth"] == 2 and rows[0]["duration_s"] == 65.0
     assert rows[1]["params_depth"] is None and rows[1]["params_width"] == 8

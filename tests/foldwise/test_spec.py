@@ -285,8 +285,11 @@ def test_all_errors_are_reported_at_once(doc):
     doc["optimizer"]["name"] = "bayes"
     doc["space"]["act"]["choices"] = []
     locs = {error["loc"] for error in errors_of(doc)}
-    assert locs == {("parallel", "folds"), ("optimizer", "name"),
-                    ("space", "act", "categorical", "choices")}
+    assert locs == {
+        ("parallel", "folds"),
+        ("optimizer", "name"),
+        ("space", "act", "categorical", "choices"),
+    }
 
 
 # --- the resolved spec --------------------------------------------------------------------
@@ -294,7 +297,10 @@ def test_all_errors_are_reported_at_once(doc):
 
 def test_minimal_spec_resolves_every_default():
     minimal = {
-        "name": "tiny", "seed": 42, "budget": {"trials": 5}, "trainer": {"task": "digits_mlp"},
+        "name": "tiny",
+        "seed": 42,
+        "budget": {"trials": 5},
+        "trainer": {"task": "digits_mlp"},
         "space": {"x": {"type": "float", "low": 0, "high": 1}},
     }
     resolved = StudySpec.model_validate(minimal).resolved()
@@ -303,12 +309,22 @@ def test_minimal_spec_resolves_every_default():
     assert resolved["parallel"] == {"trial_groups": 1, "folds": 5, "workers_per_fold": 1}
     assert resolved["resources"] == {"cpus_per_worker": 1.0, "gpus_per_worker": 0.0}
     assert resolved["trainer"] == {
-        "task": "digits_mlp", "epochs": 10, "batch_size": 64, "lr_scaling": "linear",
-        "warmup_epochs": 1, "retries": 1, "options": {},
+        "task": "digits_mlp",
+        "epochs": 10,
+        "batch_size": 64,
+        "lr_scaling": "linear",
+        "warmup_epochs": 1,
+        "retries": 1,
+        "options": {},
     }
     assert resolved["budget"] == {"trials": 5, "max_minutes": None}
-    assert resolved["space"]["x"] == {"when": None, "type": "float", "low": 0.0, "high": 1.0,
-                                      "log": False}
+    assert resolved["space"]["x"] == {
+        "when": None,
+        "type": "float",
+        "low": 0.0,
+        "high": 1.0,
+        "log": False,
+    }
     assert resolved["early_stopping"] is None and resolved["description"] is None
 
 

@@ -25,8 +25,13 @@ def _fold_runs(url: str) -> list[tuple[int, int, int, FoldStatus, float | None]]
     engine = make_engine(url)
     try:
         with make_session_factory(engine)() as session:
-            query = select(TrialRow.number, FoldRunRow.fold, FoldRunRow.attempt,
-                           FoldRunRow.status, FoldRunRow.value).join(FoldRunRow.trial)
+            query = select(
+                TrialRow.number,
+                FoldRunRow.fold,
+                FoldRunRow.attempt,
+                FoldRunRow.status,
+                FoldRunRow.value,
+            ).join(FoldRunRow.trial)
             return [tuple(row) for row in session.execute(query)]
     finally:
         engine.dispose()
@@ -71,8 +76,9 @@ def test_sigkill_mid_study_then_restart_finishes_it(tmp_path: Path) -> None:
     assert study.status is StudyStatus.COMPLETED
     assert [t.number for t in trials] == list(range(BUDGET))
     assert all(t.status is TrialStatus.COMPLETED for t in trials), [t.error for t in trials]
-    after = {(n, fold, attempt): (status, value) for n, fold, attempt, status, value
-             in _fold_runs(url)}
+    after = {
+        (n, fold, attempt): (status, value) for n, fold, attempt, status, value in _fold_runs(url)
+    }
     for number, fold, attempt, status, value in before:
         if status is FoldStatus.COMPLETED:  # kept as it was, and never run again
             assert after[(number, fold, attempt)] == (status, value)
@@ -81,6 +87,9 @@ def test_sigkill_mid_study_then_restart_finishes_it(tmp_path: Path) -> None:
             assert after[(number, fold, attempt)][0] is FoldStatus.LOST
             assert after[(number, fold, attempt + 1)][0] is FoldStatus.COMPLETED
     for trial in trials:
-        completed = [k for (n, k, _a), (s, _v) in after.items()
-                     if n == trial.number and s is FoldStatus.COMPLETED]
+        completed = [
+            k
+            for (n, k, _a), (s, _v) in after.items()
+            if n == trial.number and s is FoldStatus.COMPLETED
+        ]
         assert sorted(completed) == list(range(FOLDS))

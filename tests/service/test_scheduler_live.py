@@ -56,8 +56,10 @@ def test_failing_trials_are_recorded_and_the_study_goes_on(service: LiveService)
         assert trial.status is TrialStatus.FAILED
         assert "tiny task refuses mode=raise" in trial.error
         detail = study.trial(trial.number)
-        assert any(f.status is FoldStatus.FAILED and "ValueError" in (f.traceback or "")
-                   for f in detail.folds)
+        assert any(
+            f.status is FoldStatus.FAILED and "ValueError" in (f.traceback or "")
+            for f in detail.folds
+        )
     for trial in by_mode["nan"]:
         assert trial.status is TrialStatus.FAILED and "nan" in trial.error.lower()
 
@@ -83,8 +85,13 @@ def test_stop_cancels_running_trials(service: LiveService) -> None:
         deadline = time.monotonic() + 120
         while study.refresh().data.progress.running == 0 and time.monotonic() < deadline:
             time.sleep(0.5)
-        stop = subprocess.run([str(FOLDWISE_BIN), "--url", service.url, "stop", str(study.id)],
-                              capture_output=True, text=True, timeout=120, cwd=ROOT)
+        stop = subprocess.run(
+            [str(FOLDWISE_BIN), "--url", service.url, "stop", str(study.id)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+        )
         assert stop.returncode == 0, stop.stderr
         study.refresh()
         trials = study.trials()
@@ -95,14 +102,26 @@ def test_stop_cancels_running_trials(service: LiveService) -> None:
 
 
 def test_cli_errors_are_one_line(service: LiveService, tmp_path: Path) -> None:
-    missing = subprocess.run([str(FOLDWISE_BIN), "--url", service.url, "status", "9999"],
-                             capture_output=True, text=True, timeout=60, cwd=ROOT)
+    missing = subprocess.run(
+        [str(FOLDWISE_BIN), "--url", service.url, "status", "9999"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert missing.returncode == 1
     assert "not found" in missing.stderr and "Traceback" not in missing.stderr
     bad = tmp_path / "bad.yaml"
-    bad.write_text("name: x\nspace: {x: {type: int, low: 3, high: 1}}\n"
-                   "budget: {trials: 1}\ntrainer: {task: digits_mlp}\n")
-    submitted = subprocess.run([str(FOLDWISE_BIN), "--url", service.url, "submit", str(bad)],
-                               capture_output=True, text=True, timeout=60, cwd=ROOT)
+    bad.write_text(
+        "name: x\nspace: {x: {type: int, low: 3, high: 1}}\n"
+        "budget: {trials: 1}\ntrainer: {task: digits_mlp}\n"
+    )
+    submitted = subprocess.run(
+        [str(FOLDWISE_BIN), "--url", service.url, "submit", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert submitted.returncode == 1 and "space" in submitted.stderr
     assert "Traceback" not in submitted.stderr
