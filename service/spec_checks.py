@@ -7,11 +7,11 @@ from typing import Any
 from fastapi import HTTPException, status
 
 from foldwise.spec import StudySpec
+from service.study_optimizer import build_optimizer
 
 
 def check_runnable(spec: StudySpec) -> None:
     """Raise a 422 naming the field when the task cannot be found or the optimizer refuses."""
-    from optimizers.registry import create_optimizer
     from trainers.task import TaskNotFound, resolve_task
 
     try:
@@ -19,14 +19,7 @@ def check_runnable(spec: StudySpec) -> None:
     except TaskNotFound as exc:
         raise _invalid(("trainer", "task"), str(exc), spec.trainer.task) from exc
     try:
-        create_optimizer(
-            spec.optimizer.name,
-            spec.space,
-            direction=spec.objective.direction,
-            seed=spec.optimizer.seed or 0,
-            budget=spec.budget.trials,
-            options=spec.optimizer.options,
-        )
+        build_optimizer(spec)
     except (ValueError, TypeError) as exc:
         raise _invalid(("optimizer", "options"), str(exc), spec.optimizer.options) from exc
 

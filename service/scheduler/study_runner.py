@@ -14,10 +14,11 @@ from datetime import UTC, datetime, timedelta
 
 from foldwise.schemas import StudyStatus, TrialStatus
 from foldwise.spec import StudySpec
-from optimizers import BaseOptimizer, create_optimizer
+from optimizers import BaseOptimizer
 from service.db.models import utcnow
 from service.scheduler.store import SchedulerStore, TrialHandle
 from service.scheduler.trial_runner import FoldExecutor, TrialRunner
+from service.study_optimizer import build_optimizer
 
 log = logging.getLogger(__name__)
 
@@ -54,14 +55,7 @@ class StudyRunner:
     async def _run(self) -> None:
         start = await self.store.begin_study(self.study_id)
         spec = StudySpec.model_validate(start.spec)
-        optimizer = create_optimizer(
-            spec.optimizer.name,
-            spec.space,
-            direction=spec.objective.direction,
-            seed=spec.optimizer.seed or 0,
-            budget=spec.budget.trials,
-            options=spec.optimizer.options,
-        )
+        optimizer = build_optimizer(spec)
         trials = TrialRunner(spec, self.study_id, self.store, self.executor)
         for handle in start.unfinished:
             self._launch(trials, handle)
