@@ -21,7 +21,7 @@ from pydantic_core import PydanticCustomError
 
 from foldwise.space import ConditionError, Param, condition_order
 
-OPTIMIZER_NAMES = ("random", "gp", "evolution")
+OPTIMIZER_NAMES = ("random", "gp", "evolution", "nas_evolution")
 """Optimizers a spec may name; the service's registry implements exactly these."""
 
 
@@ -43,7 +43,7 @@ class Objective(_Strict):
 
 
 class OptimizerSpec(_Strict):
-    name: Literal["random", "gp", "evolution"] = "gp"
+    name: Literal["random", "gp", "evolution", "nas_evolution"] = "gp"
     seed: int | None = Field(None, description="Defaults to the study seed")
     options: dict[str, Any] = Field(default_factory=dict)
 
@@ -75,12 +75,23 @@ class TrainerSpec(_Strict):
     )
     warmup_epochs: int = Field(1, ge=0, description="Epochs of gradual warm-up to the scaled rate")
     retries: int = Field(1, ge=0, le=10, description="Relaunches of a fold whose workers died")
+    checkpoint_every: int = Field(
+        1,
+        ge=0,
+        description="Rank 0 checkpoints every N epochs (0: never); a retried fold resumes there",
+    )
     options: dict[str, Any] = Field(default_factory=dict, description="Passed to the task as-is")
 
 
 class EarlyStopping(_Strict):
     patience: int = Field(..., ge=1)
     min_delta: float = Field(0.0, ge=0)
+    rule: Literal["patience", "smoothed"] = Field(
+        "patience",
+        description="patience: stop after `patience` epochs without a better value; smoothed "
+        "(NNLO): stop when the mean of the last `patience` epochs is no better than the "
+        "mean of the `patience` epochs before",
+    )
 
 
 class StudySpec(_Strict):

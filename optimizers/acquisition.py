@@ -22,7 +22,10 @@ Score = Callable[[np.ndarray], np.ndarray]
 LOCAL_COPIES = 20
 """Perturbed copies of each anchor or leading candidate."""
 
-REFINE_SCALES = (0.05, 0.015)
+MIN_GAP = 0.02
+"""Least distance, in encoded units, between a suggestion and a running trial."""
+
+REFINE_SCALES = (0.05, 0.015, 0.005, 0.0015)
 """Standard deviations (in unit coordinates) of the refinement rounds."""
 
 
@@ -34,9 +37,11 @@ def maximize_acquisition(
     anchors: np.ndarray,
     seen: set[tuple],
     candidates: int,
+    avoid: np.ndarray | None = None,
     top: int = 5,
 ) -> dict[str, Any] | None:
-    """The highest-scoring configuration whose key is not in ``seen``; None if all are seen."""
+    """The highest-scoring configuration whose key is not in ``seen`` and that lies at least
+    ``MIN_GAP`` from every row of ``avoid`` (running trials); None if there is none."""
     starts = [encoding.sample(candidates, rng)]
     if len(anchors):
         starts.append(perturb(encoding, np.repeat(anchors, LOCAL_COPIES, axis=0), 0.1, rng))
@@ -49,10 +54,23 @@ def maximize_acquisition(
         configs += more_configs
         X = np.vstack([X, more_X])
         scores = np.concatenate([scores, score(more_X)])
+    crowded = too_close(X, avoid)
     for i in np.argsort(-scores, kind="stable"):
-        if config_key(configs[i]) not in seen:
+        if not crowded[i] and config_key(configs[i]) not in seen:
             return configs[i]
     return None
+
+
+def too_close(X: np.ndarray, avoid: np.ndarray | None) -> np.ndarray:
+    """Whether each row of ``X`` lies within ``MIN_GAP`` of a row of ``avoid``.
+
+    A lie shrinks the model's uncertainty at a running trial but not to zero, so on a boundary
+    (where clipped candidates pile up) the best candidate could otherwise be a near-copy of it.
+    """
+    if avoid is None or not len(avoid):
+        return np.zeros(len(X), dtype=bool)
+    gaps = ((X[:, None, :] - avoid[None, :, :]) ** 2).sum(-1)
+    return gaps.min(1) < MIN_GAP**2
 
 
 def perturb(

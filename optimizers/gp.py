@@ -1,11 +1,11 @@
-"""Bayesian optimisation: a Gaussian process from scikit-optimize with expected improvement.
+"""Bayesian optimisation: a Gaussian process with scikit-optimize's expected improvement.
 
 The model sees configurations through :class:`~optimizers.encoding.SpaceEncoding` (unit
 numeric columns, one-hot categories, inactive parameters at a fixed centre value) and losses
-standardised to zero mean and unit variance. The kernel is skopt's default for this use
-(constant × Matérn 5/2 with one length-scale per column) plus a learned white-noise term; each
-trial's fold standard error enters as its own extra noise, so trials whose folds disagree pull
-the model less.
+standardised to zero mean and unit variance. The GP (:mod:`optimizers.gp_model`) has skopt's
+default kernel for this use (constant × Matérn 5/2 with one length-scale per column) plus a
+learned white-noise floor; each trial's fold standard error enters as its own extra noise, so
+trials whose folds disagree pull the model less. skopt's ``gaussian_ei`` scores candidates.
 
 Failed trials are told as a penalty: the worst successful loss plus a tenth of the spread of
 successful losses. The region around a failure then looks worse than anything that worked, so
@@ -22,19 +22,18 @@ better than the best result: a predicted record beyond the data (say, in a corne
 points to) would otherwise stay "certain improvement" and draw the whole batch to one spot.
 "min" proved harmful the other way: a running trial in a poor region, told as the best result,
 drew the next points into that region.
+
+EI's incumbent is the best *predicted* loss among the results, not the best observed one: with
+fold noise a lucky mean is not a target the model believes can be beaten. The hyperparameters
+are refitted at every suggestion by :func:`fit_model`, a few cheap L-BFGS runs.
 """
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from scipy.optimize import minimize
 from skopt.acquisition import gaussian_ei
-from skopt.learning import GaussianProcessRegressor
-from skopt.learning.gaussian_process.kernels import ConstantKernel, Kernel, Matern, WhiteKernel
 from threadpoolctl import threadpool_limits
 
 from optimizers.acquisition import maximize_acquisition
@@ -46,12 +45,17 @@ from optimizers.base import (
     int_option,
 )
 from optimizers.encoding import SpaceEncoding
+from optimizers.gp_model import ExactGP, Hyper, fit_hyper
 from optimizers.sampling import config_key, sample_unique
 
-JITTER = 1e-8
 FIT_POINTS = 100
-MAX_ITERATIONS = 200
+"""Hyperparameters are fitted on at most this many points, then polished on all of them."""
+MAX_ITERATIONS = 100
+POLISH_ITERATIONS = 5
 ANCHORS = 5
+MAX_CANDIDATES = 5000
+SCORING_WORK = 250_000
+"""Random candidates × observations per acquisition search, while above ``candidates``."""
 LIARS = ("believer", "min", "mean", "max")
 
 
@@ -59,12 +63,12 @@ class GPOptimizer(BaseOptimizer):
     """GP-EI with a random initial design, lies for pending trials and penalised failures.
 
     Options: ``n_initial`` (10) random trials before the model is used, counting pending ones;
-    ``xi`` (0.01) EI's exploration margin in standardised units; ``liar`` ("believer") the made-up
-    loss for pending trials; ``candidates`` (1000) random candidates per acquisition search;
-    ``restarts`` (1) extra random starts of the hyperparameter fit; ``max_points`` (300) the
-    most completed trials the model conditions on (the best half and the most recent rest;
-    hyperparameters are fitted on at most 100 of those, chosen the same way), which bounds the
-    cost of a suggestion however long the study runs.
+    ``xi`` (0.01) EI's exploration margin in standardised units, annealed to 0 over the budget;
+    ``liar`` ("believer") the made-up loss for pending trials; ``candidates`` (1000) the fewest
+    random candidates per acquisition search (more, up to 5000, while observations are few);
+    ``restarts`` (1) extra random starts of the hyperparameter fit; ``max_points`` (1000) the
+    most completed trials the model conditions on (the best half and the most recent rest),
+    which bounds the cost of a suggestion however long the study runs.
     """
 
     def configure(
@@ -75,7 +79,7 @@ class GPOptimizer(BaseOptimizer):
         liar: str = "believer",
         candidates: int = 1000,
         restarts: int = 1,
-        max_points: int = 300,
+        max_points: int = 1000,
         **unknown: Any,
     ) -> None:
         super().configure(**unknown)
@@ -107,26 +111,29 @@ class GPOptimizer(BaseOptimizer):
         rows = keep_rows(y, self.max_points)
         X = self.encoding.encode([self.completed[i].params for i in rows])
         y, noise = y[rows], noise[rows]
-        fit = keep_rows(y, FIT_POINTS)
-        kernel, white = fit_kernel(X[fit], y[fit], noise[fit], self.restarts, rng)
-        believed = condition(kernel, X, y, noise + white)  # real results only: tells the lies
-        anchors = X[np.argsort(y, kind="stable")[:ANCHORS]]
+        hyper = fit_model(X, y, noise, self.restarts, rng)
+        believed = condition(hyper, X, y, noise)  # real results only: tells the lies
+        # the incumbent is the best *predicted* result: a lucky noisy mean is not a target
+        fitted = believed.predict(X)
+        best = float(fitted.min())
+        anchors = X[np.argsort(fitted, kind="stable")[:ANCHORS]]
         running, batch = [*self.pending, *chosen], []
         for _ in range(count):
             X_run = self.encoding.encode(running)
             model = condition(
-                kernel,
+                hyper,
                 np.vstack([X, X_run]),
-                np.concatenate([y, self._lies(believed, X_run, y)]),
-                np.concatenate([noise + white, np.full(len(X_run), white)]),
+                np.concatenate([y, self._lies(believed, X_run, y, best)]),
+                np.concatenate([noise, np.zeros(len(X_run))]),
             )
             config = maximize_acquisition(
-                lambda Z, m=model: gaussian_ei(Z, m, y_opt=y.min(), xi=self.xi),
+                lambda Z, m=model: gaussian_ei(Z, m, y_opt=best, xi=self.margin()),
                 self.encoding,
                 rng,
                 anchors=anchors,
                 seen=seen,
-                candidates=self.candidates,
+                candidates=max(self.candidates, min(MAX_CANDIDATES, SCORING_WORK // len(X))),
+                avoid=X_run,
             )
             if config is None:  # every candidate was seen: the space is (nearly) exhausted
                 config = sample_unique(self.encoding, 1, rng, seen)[0]
@@ -135,14 +142,20 @@ class GPOptimizer(BaseOptimizer):
             batch.append(config)
         return batch
 
-    def _lies(
-        self, believed: GaussianProcessRegressor, X: np.ndarray, y: np.ndarray
-    ) -> np.ndarray:
+    def margin(self) -> float:
+        """EI's margin: ``xi``, annealed linearly to 0 over the study's budget when it has one,
+        so the last trials refine the best region instead of exploring."""
+        if self.budget is None:
+            return self.xi
+        used = len(self.completed) + len(self.pending)
+        return self.xi * max(0.0, 1.0 - used / self.budget)
+
+    def _lies(self, believed: ExactGP, X: np.ndarray, y: np.ndarray, best: float) -> np.ndarray:
         """Made-up standardised losses for running trials at ``X``."""
         if not len(X):
             return np.empty(0)
         if self.liar == "believer":  # floored: a predicted record would keep drawing the batch
-            return np.maximum(believed.predict(X), y.min())
+            return np.maximum(believed.predict(X), best)
         return np.full(len(X), {"min": y.min(), "mean": y.mean(), "max": y.max()}[self.liar])
 
     def _targets(self) -> tuple[np.ndarray, np.ndarray]:
@@ -173,60 +186,28 @@ def penalize_failures(losses: np.ndarray) -> np.ndarray:
     return np.where(ok, losses, worst + margin)
 
 
-def fit_kernel(
+def fit_model(
     X: np.ndarray, y: np.ndarray, noise: np.ndarray, restarts: int, rng: np.random.Generator
-) -> tuple[Kernel, float]:
-    """Maximum-likelihood kernel (without its noise term) and the white-noise level it learned."""
-    d = X.shape[1]
-    kernel = ConstantKernel(1.0, (0.01, 100.0)) * Matern(
-        np.full(d, 0.5), [(0.01, 100.0)] * d, nu=2.5
-    ) + WhiteKernel(1e-2, (1e-6, 1.0))
-    gp = GaussianProcessRegressor(
-        kernel=kernel, alpha=noise + JITTER, noise="gaussian", optimizer=_MultiStart(restarts, rng)
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # hyperparameters at their bounds are expected
-        gp.fit(X, y)
-    return gp.kernel_.k1, float(gp.noise_)  # k1: the kernel without its (zeroed) white term
+) -> Hyper:
+    """MAP hyperparameters: L-BFGS from the default and ``restarts`` random starts on at most
+    ``FIT_POINTS`` rows (the best half and the most recent rest), then a few steps on all rows.
 
-
-class _MultiStart:
-    """L-BFGS from the default hyperparameters and from ``restarts`` plausible random ones.
-
-    sklearn's own restarts draw length-scales log-uniformly over all of [0.01, 100]; starts
-    above about 1 mostly end in the flat "all noise" optimum, so ours stay in [0.05, 2].
+    The default starts at length-scale 0.5; random starts stay in [0.05, 2] (longer ones mostly
+    end in the flat "all noise" optimum) with a noise floor between 1e-4 and 1e-1.
     """
-
-    def __init__(self, restarts: int, rng: np.random.Generator) -> None:
-        self.restarts, self.rng = restarts, rng
-
-    def __call__(
-        self, objective: Callable, theta: np.ndarray, bounds: np.ndarray
-    ) -> tuple[np.ndarray, float]:
-        starts = [theta]
-        for _ in range(self.restarts):
-            start = theta.copy()  # log-space: [constant, length-scales..., noise]
-            start[1:-1] = np.log(self.rng.uniform(0.05, 2.0, size=len(theta) - 2))
-            start[-1] = np.log(10.0 ** self.rng.uniform(-4.0, -1.0))
-            starts.append(start)
-        fits = [
-            minimize(
-                objective,
-                s,
-                method="L-BFGS-B",
-                jac=True,
-                bounds=bounds,
-                options={"maxiter": MAX_ITERATIONS},
-            )
-            for s in starts
-        ]
-        best = min(fits, key=lambda fit: fit.fun)
-        return best.x, float(best.fun)
+    starts = [Hyper.default(X.shape[1]).theta]
+    for _ in range(restarts):
+        start = starts[0].copy()
+        start[1:-1] = np.log(rng.uniform(0.05, 2.0, size=X.shape[1]))
+        start[-1] = np.log(10.0 ** rng.uniform(-4.0, -1.0))
+        starts.append(start)
+    rows = keep_rows(y, FIT_POINTS)
+    hyper = fit_hyper(X[rows], y[rows], noise[rows], starts, MAX_ITERATIONS)
+    if len(rows) == len(y):
+        return hyper
+    return fit_hyper(X, y, noise, [hyper.theta], POLISH_ITERATIONS)
 
 
-def condition(
-    kernel: Kernel, X: np.ndarray, y: np.ndarray, noise: np.ndarray
-) -> GaussianProcessRegressor:
-    """A GP with fixed hyperparameters conditioned on ``(X, y)`` with per-point noise."""
-    model = GaussianProcessRegressor(kernel=kernel, alpha=noise + JITTER, optimizer=None)
-    return model.fit(X, y)
+def condition(hyper: Hyper, X: np.ndarray, y: np.ndarray, noise: np.ndarray) -> ExactGP:
+    """The GP with fixed hyperparameters conditioned on ``(X, y)`` with per-point noise."""
+    return ExactGP(hyper, X, y, noise)

@@ -14,6 +14,7 @@ _OPTIMIZERS: dict[str, str] = {
     "random": "optimizers.random_search:RandomOptimizer",
     "gp": "optimizers.gp:GPOptimizer",
     "evolution": "optimizers.evolution:EvolutionOptimizer",
+    "nas_evolution": "optimizers.nas_evolution:NASEvolutionOptimizer",
 }
 
 

@@ -257,7 +257,7 @@ def test_at_least_two_folds(doc, folds):
 @pytest.mark.parametrize("name", ["bayes", "GP", ""])
 def test_unknown_optimizer(doc, name):
     doc["optimizer"]["name"] = name
-    assert_rejected(doc, ("optimizer", "name"), "'random', 'gp' or 'evolution'")
+    assert_rejected(doc, ("optimizer", "name"), "'random', 'gp', 'evolution' or 'nas_evolution'")
 
 
 @pytest.mark.parametrize(
@@ -315,6 +315,7 @@ def test_minimal_spec_resolves_every_default():
         "lr_scaling": "linear",
         "warmup_epochs": 1,
         "retries": 1,
+        "checkpoint_every": 1,
         "options": {},
     }
     assert resolved["budget"] == {"trials": 5, "max_minutes": None}

@@ -31,6 +31,7 @@ QUICK = {
     "random": {},
     "gp": {"n_initial": 5, "candidates": 200, "restarts": 0},
     "evolution": {"population": 5},
+    "nas_evolution": {"population": 6, "sample_size": 3},
 }
 LEARNERS = [name for name in optimizer_names() if name != "random"]
 
@@ -149,6 +150,11 @@ def test_unknown_options_are_refused(name: str) -> None:
         ("evolution", {"elite_fraction": 0.9}),
         ("evolution", {"generations": 1}),
         ("evolution", {"seed": 3}),
+        ("nas_evolution", {"population": 1}),
+        ("nas_evolution", {"population": 0}),
+        ("nas_evolution", {"sample_size": 0}),
+        ("nas_evolution", {"population": 4, "sample_size": 5}),
+        ("nas_evolution", {"numeric_step": 0.0}),
     ],
 )
 def test_bad_option_values_are_refused(name: str, options: dict) -> None:

@@ -27,7 +27,7 @@ def test_every_name_builds_an_optimizer(name: str) -> None:
     assert (optimizer.direction, optimizer.seed) == (Direction.MAXIMIZE, 4)
 
 
-@pytest.mark.parametrize("name", ["", "GP", "tpe", "nas_evolution"])
+@pytest.mark.parametrize("name", ["", "GP", "tpe", "nas-evolution"])
 def test_unknown_names_are_refused(name: str) -> None:
     with pytest.raises(ValueError, match="unknown optimizer"):
         create_optimizer(name, PLANE)
@@ -49,7 +49,7 @@ def test_skopt_is_imported_only_when_gp_is_used() -> None:
         "import sys\n"
         "from optimizers import create_optimizer\n"
         "from tests.optimizers.problems import PLANE\n"
-        "for name in ('random', 'evolution'):\n"
+        "for name in ('random', 'evolution', 'nas_evolution'):\n"
         "    create_optimizer(name, PLANE).suggest(2)\n"
         "assert 'skopt' not in sys.modules and 'sklearn' not in sys.modules\n"
         "create_optimizer('gp', PLANE)\n"

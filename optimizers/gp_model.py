@@ -1,0 +1,147 @@
+"""A small exact Gaussian process with per-point noise, fitted fast enough to run every suggestion.
+
+The model is skopt's default for Bayesian optimisation (amplitude × Matérn 5/2 with one
+length-scale per column, plus a learned white-noise floor) with each point's own extra noise
+variance added on the diagonal, the role of the regressor's per-sample ``alpha``. sklearn's
+regressor refits through generic kernel objects and was the whole cost of a suggestion (0.4 s at
+100 points); here the log marginal likelihood and its gradient are a Cholesky factor and a few
+array products. Weak priors on the hyperparameters (as Optuna's GPSampler uses) keep the fit
+away from the degenerate "everything is noise" and "needle" optima on few points.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg import cho_solve, cholesky, lapack, solve_triangular
+from scipy.optimize import minimize
+
+JITTER = 1e-8
+SQRT5 = math.sqrt(5.0)
+LOG_BOUNDS = (math.log(1e-3), math.log(1e3))
+"""Bounds of every log hyperparameter but the noise floor."""
+NOISE_BOUNDS = (math.log(1e-6), math.log(1.0))
+
+
+@dataclass(frozen=True)
+class Hyper:
+    """Log amplitude, log length-scales and log noise floor, packed as L-BFGS sees them."""
+
+    theta: np.ndarray
+
+    @classmethod
+    def default(cls, dims: int) -> Hyper:
+        return cls(np.array([0.0, *np.full(dims, math.log(0.5)), math.log(1e-2)]))
+
+    @property
+    def amplitude(self) -> float:
+        return float(np.exp(self.theta[0]))
+
+    @property
+    def scales(self) -> np.ndarray:
+        return np.exp(self.theta[1:-1])
+
+    @property
+    def floor(self) -> float:
+        return float(np.exp(self.theta[-1]))
+
+
+def matern52(r: np.ndarray) -> np.ndarray:
+    """Matérn 5/2 correlation at scaled distance ``r``."""
+    return (1.0 + SQRT5 * r + 5.0 / 3.0 * r**2) * np.exp(-SQRT5 * r)
+
+
+def scaled_distance(A: np.ndarray, B: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """Euclidean distances between rows of A and B after dividing columns by ``scales``."""
+    A, B = A / scales, B / scales
+    sq = (A**2).sum(1)[:, None] + (B**2).sum(1)[None, :] - 2.0 * A @ B.T
+    return np.sqrt(np.maximum(sq, 0.0))
+
+
+def neg_log_posterior(
+    theta: np.ndarray, X: np.ndarray, y: np.ndarray, noise: np.ndarray
+) -> tuple[float, np.ndarray]:
+    """Negative log marginal likelihood minus log prior, and its gradient in ``theta``."""
+    hyper, n = Hyper(theta), len(y)
+    r = scaled_distance(X, X, hyper.scales)
+    decay = hyper.amplitude * np.exp(-SQRT5 * r)
+    K = decay * (1.0 + SQRT5 * r + 5.0 / 3.0 * r**2)
+    grad = np.empty_like(theta)
+    K_amp = K.copy()
+    K[np.diag_indices(n)] += noise + hyper.floor + JITTER
+    try:
+        L = cholesky(K, lower=True, check_finite=False)
+    except np.linalg.LinAlgError:
+        return 1e10, np.zeros_like(theta)
+    alpha = cho_solve((L, True), y, check_finite=False)
+    K_inv, _ = lapack.dpotri(L, lower=True)
+    K_inv = np.tril(K_inv) + np.tril(K_inv, -1).T
+    W = np.outer(alpha, alpha) - K_inv
+    nll = 0.5 * y @ alpha + np.log(np.diag(L)).sum() + 0.5 * n * math.log(2 * math.pi)
+    grad[0] = -0.5 * (W * K_amp).sum()
+    # dK/dlog ℓ_k = G ∘ (x_ik − x_jk)² / ℓ_k²; the sum over pairs expands into products with X
+    G = W * decay * (5.0 / 3.0) * (1.0 + SQRT5 * r)
+    pair_sums = 2.0 * (G.sum(1) @ X**2 - (X * (G @ X)).sum(0))
+    grad[1:-1] = -0.5 * pair_sums / hyper.scales**2
+    grad[-1] = -0.5 * np.trace(W) * hyper.floor
+    prior, prior_grad = log_prior(hyper)
+    return float(nll - prior), grad - prior_grad
+
+
+def log_prior(hyper: Hyper) -> tuple[float, np.ndarray]:
+    """Optuna GPSampler's priors: Gamma(2, 1) amplitude, Gamma(1.1, 30) noise, and a penalty
+    ``0.1(ℓ² + ℓ⁻²)`` on each length-scale; with their gradients in log space."""
+    a, s, ell2 = hyper.amplitude, hyper.floor, hyper.scales**2
+    value = math.log(a) - a + 0.1 * math.log(s) - 30.0 * s - 0.1 * (ell2 + 1.0 / ell2).sum()
+    grad = np.concatenate([[1.0 - a], -0.2 * (ell2 - 1.0 / ell2), [0.1 - 30.0 * s]])
+    return float(value), grad
+
+
+def fit_hyper(
+    X: np.ndarray, y: np.ndarray, noise: np.ndarray, starts: list[np.ndarray], max_iter: int
+) -> Hyper:
+    """MAP hyperparameters by L-BFGS-B from each start; the best end point wins."""
+    bounds = [LOG_BOUNDS] * (X.shape[1] + 1) + [NOISE_BOUNDS]
+    best = None
+    for start in starts:
+        result = minimize(
+            neg_log_posterior,
+            np.clip(start, [b[0] for b in bounds], [b[1] for b in bounds]),
+            args=(X, y, noise),
+            jac=True,
+            method="L-BFGS-B",
+            bounds=bounds,
+            options={"maxiter": max_iter},
+        )
+        if best is None or result.fun < best.fun:
+            best = result
+    return Hyper(best.x)
+
+
+class ExactGP:
+    """A GP conditioned on ``(X, y)`` under fixed hyperparameters; ``predict`` follows sklearn,
+    so skopt's acquisition functions take it as their model."""
+
+    def __init__(self, hyper: Hyper, X: np.ndarray, y: np.ndarray, noise: np.ndarray) -> None:
+        self.hyper, self.X = hyper, X
+        K = self._kernel(X, X)
+        K[np.diag_indices(len(X))] += noise + hyper.floor + JITTER
+        self.L = cholesky(K, lower=True)
+        self.alpha = cho_solve((self.L, True), y)
+
+    def _kernel(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        return self.hyper.amplitude * matern52(scaled_distance(A, B, self.hyper.scales))
+
+    def predict(
+        self, X: np.ndarray, return_std: bool = False
+    ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+        """Posterior mean (and standard deviation of the noise-free function) at rows of X."""
+        K_star = self._kernel(X, self.X)
+        mean = K_star @ self.alpha
+        if not return_std:
+            return mean
+        V = solve_triangular(self.L, K_star.T, lower=True, check_finite=False)
+        var = self.hyper.amplitude - (V**2).sum(0)
+        return mean, np.sqrt(np.maximum(var, 1e-12))

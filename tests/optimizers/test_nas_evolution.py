@@ -1,0 +1,88 @@
+"""Aging evolution: who is alive, who wins, and what a mutation changes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from foldwise.space import contains
+from optimizers.nas_evolution import NASEvolutionOptimizer, _reflect
+from optimizers.sampling import config_key
+from tests.optimizers.problems import CONDITIONAL, make_space, observe
+
+CELL = make_space(
+    {
+        "op": {"type": "categorical", "choices": ["conv3", "conv5", "pool", "skip"]},
+        "layers": {"type": "int", "low": 1, "high": 4},
+        "kernel": {"type": "int", "low": 1, "high": 7, "when": {"op": {"in": ["conv3", "conv5"]}}},
+    }
+)
+
+
+def changed(parent: dict, child: dict) -> set[str]:
+    """Names whose value differs between the two, or that only one of them has."""
+    return {n for n in parent.keys() | child.keys() if parent.get(n) != child.get(n)}
+
+
+def test_a_child_changes_one_choice_and_its_dependants_only() -> None:
+    optimizer = NASEvolutionOptimizer(CELL, seed=0)
+    rng = np.random.default_rng(0)
+    parent = {"op": "conv3", "layers": 2, "kernel": 3}
+    for _ in range(200):
+        child = optimizer.mutate(parent, rng)
+        assert contains(CELL, child)
+        diff = changed(parent, child)
+        assert diff and (len(diff) == 1 or diff == {"op", "kernel"})
+        if child["op"] in ("pool", "skip"):
+            assert "kernel" not in child
+
+
+def test_newly_active_parameters_get_values() -> None:
+    optimizer = NASEvolutionOptimizer(CELL, seed=0)
+    rng = np.random.default_rng(1)
+    children = [optimizer.mutate({"op": "pool", "layers": 2}, rng) for _ in range(200)]
+    convs = [c for c in children if c["op"].startswith("conv")]
+    assert convs and all(1 <= c["kernel"] <= 7 for c in convs)
+
+
+def test_the_oldest_die_and_the_best_of_the_living_breed() -> None:
+    """An old champion has aged out: children descend from the best member still alive."""
+    optimizer = NASEvolutionOptimizer(CELL, seed=0, population=4, sample_size=4)
+    champion = observe({"op": "skip", "layers": 1}, 0.0)
+    alive = [observe({"op": "pool", "layers": k}, 5.0 + k) for k in (1, 2, 3)]
+    alive.append(observe({"op": "conv5", "layers": 4, "kernel": 5}, 1.0))
+    optimizer.update([champion, *alive], [])
+    for child in optimizer.suggest(10):
+        assert len(changed(alive[-1].params, child)) <= 2  # one step from conv5/4/5
+        assert child != champion.params
+
+
+def test_the_first_population_is_random_counting_pending_trials() -> None:
+    optimizer = NASEvolutionOptimizer(CELL, seed=0, population=5)
+    best = observe({"op": "conv3", "layers": 2, "kernel": 3}, 0.0)
+    optimizer.update([best], [{"op": "pool", "layers": 1}])
+    # 3 random trials complete the first population, then children of the only result
+    batch = optimizer.suggest(8)
+    assert all(len(changed(best.params, c)) <= 2 for c in batch[3:])
+    assert sum(len(changed(best.params, c)) > 2 for c in batch[:3]) >= 1
+
+
+def test_failed_members_never_win() -> None:
+    optimizer = NASEvolutionOptimizer(CELL, seed=0, population=4, sample_size=4)
+    good = observe({"op": "conv5", "layers": 3, "kernel": 7}, 2.0)
+    failed = [observe({"op": "skip", "layers": k}, None) for k in (1, 2, 4)]
+    optimizer.update([*failed, good], [])
+    assert all(len(changed(good.params, c)) <= 2 for c in optimizer.suggest(10))
+
+
+def test_children_are_new_even_in_a_crowded_neighbourhood() -> None:
+    optimizer = NASEvolutionOptimizer(CONDITIONAL, seed=0, population=5, sample_size=5)
+    rng = np.random.default_rng(0)
+    history = [observe(c, float(i)) for i, c in enumerate(optimizer.suggest(5))]
+    neighbours = [optimizer.mutate(history[0].params, rng) for _ in range(30)]
+    optimizer.update(history, neighbours)
+    keys = [config_key(c) for c in optimizer.suggest(10)]
+    assert len(set(keys)) == 10 and not set(keys) & {config_key(c) for c in neighbours}
+
+
+def test_numeric_steps_reflect_off_the_bounds() -> None:
+    assert [_reflect(u) for u in (0.3, -0.2, 1.25, 2.5)] == [0.3, 0.2, 0.75, 0.5]
