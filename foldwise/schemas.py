@@ -6,7 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 T = TypeVar("T")
 
@@ -105,6 +105,34 @@ class FoldRun(_Out):
     train_seconds: float | None = Field(None, description="Time inside training epochs")
     epochs: list[EpochMetrics] = Field(default_factory=list)
 
+    @computed_field(
+        description="Epochs this attempt took over from an earlier attempt's checkpoint"
+    )
+    @property
+    def resumed_epochs(self) -> int:
+        return sum(1 for e in self.epochs if e.metrics.get("restored"))
+
+    @computed_field(description="Last epoch this attempt checkpointed, if any")
+    @property
+    def checkpoint_epoch(self) -> int | None:
+        marked = [e.epoch for e in self.epochs if e.metrics.get("checkpoint")]
+        return max(marked) if marked else None
+
+    @computed_field(description="The fold's model was saved: GET .../folds/{fold}/model")
+    @property
+    def model_saved(self) -> bool:
+        return any(e.metrics.get("model_saved") for e in self.epochs)
+
 
 class Trial(TrialSummary):
     folds: list[FoldRun] = Field(default_factory=list)
+
+    @computed_field(description="Epoch timings exist: GET .../trials/{number}/timeline")
+    @property
+    def has_timeline(self) -> bool:
+        return any("epoch_start" in e.metrics for f in self.folds for e in f.epochs)
+
+    @computed_field(description="Some fold saved its model")
+    @property
+    def has_models(self) -> bool:
+        return any(f.model_saved for f in self.folds)

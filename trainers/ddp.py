@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -13,6 +15,13 @@ from torch.nn.parallel import DistributedDataParallel
 
 COLLECTIVE_TIMEOUT = timedelta(minutes=5)
 """How long a rank waits for its peers (rendezvous or a collective) before giving up."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on `host` right now, for a process group's rendezvous."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
 
 
 @contextmanager
@@ -52,15 +61,27 @@ def resolve_device(backend: str, device: str | torch.device | None) -> torch.dev
     return resolved
 
 
-def wrap_model(model: nn.Module, device: torch.device) -> DistributedDataParallel:
-    """Move the model to `device` and wrap it in DDP.
+def wrap_model(model: nn.Module, device: torch.device) -> nn.Module:
+    """Move the model to `device` and wrap it in DDP when there is more than one rank.
 
     DDP broadcasts rank 0's parameters and buffers to every rank when it is constructed
     (`init_sync=True`), so all ranks start from identical weights even if their seeds differed.
+    A single rank trains the bare model: the same arithmetic without DDP's per-step hooks.
     """
     model = model.to(device)
+    if dist.get_world_size() == 1:
+        return model
     device_ids = [device.index] if device.type == "cuda" else None
     return DistributedDataParallel(model, device_ids=device_ids, init_sync=True)
+
+
+def broadcast_object(obj: Any, device: torch.device) -> Any:
+    """Rank 0's `obj` on every rank (pickled; for small things such as a checkpoint)."""
+    if dist.get_world_size() == 1:
+        return obj
+    holder = [obj]
+    dist.broadcast_object_list(holder, src=0, device=device if device.type == "cuda" else None)
+    return holder[0]
 
 
 def all_reduce_sum(values: list[float], device: torch.device) -> list[float]:

@@ -38,6 +38,38 @@ class EarlyStopping:
         return self.patience is not None and self.stale >= self.patience
 
 
+class SmoothedStopping:
+    """NNLO's smoothed rule: stop when the mean of the last `patience` epochs does not beat the
+    mean of the `patience` epochs before them by more than `min_delta` (needs 2 x patience
+    epochs). Noisy curves trip it less often than the plain patience rule."""
+
+    def __init__(self, *, direction: str, patience: int | None, min_delta: float = 0.0) -> None:
+        self.direction = direction
+        self.patience = patience
+        self.min_delta = min_delta
+        self.history: list[float] = []
+
+    def should_stop(self, value: float) -> bool:
+        """Record this epoch's value; True when training should stop now."""
+        self.history.append(value)
+        p = self.patience
+        if p is None or len(self.history) < 2 * p:
+            return False
+        reference = sum(self.history[-2 * p : -p]) / p
+        current = sum(self.history[-p:]) / p
+        return not improved(current, reference, self.direction, self.min_delta)
+
+
+def make_stopper(
+    rule: str, *, direction: str, patience: int | None, min_delta: float = 0.0
+) -> EarlyStopping | SmoothedStopping:
+    """The early-stopping rule by name: `patience` (plain) or `smoothed` (NNLO's)."""
+    kinds = {"patience": EarlyStopping, "smoothed": SmoothedStopping}
+    if rule not in kinds:
+        raise ValueError(f"early-stopping rule must be patience or smoothed, got {rule!r}")
+    return kinds[rule](direction=direction, patience=patience, min_delta=min_delta)
+
+
 def fold_value(
     epochs: Sequence[dict[str, Any]], metric: str, direction: str, use: str = "best"
 ) -> float:

@@ -2,7 +2,9 @@
 
 A task is any module, class or object with `load_data()` and `build_model(params)`; optional
 `make_optimizer(model, params)`, `loss_fn(params)` and `kind` ("classification" or "regression").
-`load_data` may take one required argument: the study's trainer options (a dict).
+`load_data` may take one required argument: the study's trainer options (a dict), and returns
+`(X, y)` arrays or a map-style torch `Dataset` of `(x, y)` pairs (stacked into arrays once).
+See docs/tasks.md.
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.utils.data import Dataset
 
 BUILTIN_TASKS: dict[str, str] = {
     "digits_mlp": "trainers.builtin.digits_mlp",
+    "nas_mlp": "trainers.builtin.nas_mlp",
+    "nas_cnn": "trainers.builtin.nas_cnn",
 }
 """Built-in task names and the modules that implement them, imported only when resolved."""
 
@@ -41,7 +46,10 @@ class Task:
     def load_data(self, options: dict[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The whole training set as numpy arrays; foldwise makes the folds."""
         load: Callable[..., Any] = self._obj.load_data
-        X, y = load(options or {}) if _takes_argument(load) else load()
+        data = load(options or {}) if _takes_argument(load) else load()
+        if isinstance(data, Dataset):
+            return _stack_dataset(self.name, data)
+        X, y = data
         return np.asarray(X), np.asarray(y)
 
     def build_model(self, params: dict[str, Any]) -> nn.Module:
@@ -111,3 +119,16 @@ def _takes_argument(func: Callable[..., Any]) -> bool:
         return False
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return any(p.kind in positional and p.default is inspect.Parameter.empty for p in params)
+
+
+def _stack_dataset(name: str, data: Dataset) -> tuple[np.ndarray, np.ndarray]:
+    """A map-style Dataset of (x, y) pairs as two arrays, so foldwise can make the folds."""
+    try:
+        pairs = [data[i] for i in range(len(data))]  # type: ignore[arg-type]
+    except TypeError as err:
+        raise TaskNotFound(f"task {name!r}: load_data's Dataset needs __len__ ({err})") from err
+    if not pairs:
+        raise ValueError(f"task {name!r}: load_data returned an empty Dataset")
+    xs = [torch.as_tensor(x) for x, _ in pairs]
+    ys = [torch.as_tensor(y) for _, y in pairs]
+    return torch.stack(xs).numpy(), torch.stack(ys).numpy()

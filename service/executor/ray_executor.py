@@ -12,47 +12,24 @@ import dataclasses
 import logging
 import os
 import time
-import traceback
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import ray
 
+from service.executor.failures import FoldFailed, fold_failure
 from service.executor.pool import WorkerGroup, WorkerPool
-from trainers.fold_runner import TrainingDiverged
-from trainers.job import FoldJob
+from trainers.job import FoldJob, trained_seconds
 
 log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+__all__ = ["FoldFailed", "FoldRunStats", "RayExecutor", "fold_failure"]
+
 FAILURE_GRACE_S = 10.0
 """After one rank fails, how long to wait for the others to report why (the root cause)."""
 CONNECT_TIMEOUT_S = 120.0
-
-
-class FoldFailed(Exception):
-    """A fold run failed.
-
-    `retryable` is True when relaunching may succeed (workers died, the process group broke) and
-    False when the user's code raised; then `message` and `traceback` are the original exception's.
-    `workers_intact`: every rank stopped cleanly (a synchronised TrainingDiverged), so the workers
-    went back to the pool.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        traceback: str = "",
-        retryable: bool = False,
-        *,
-        workers_intact: bool = False,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.traceback = traceback
-        self.retryable = retryable
-        self.workers_intact = workers_intact
 
 
 @dataclasses.dataclass
@@ -146,7 +123,7 @@ class RayExecutor:
         try:
             async for metrics in self._stream(group, job):
                 stats.epochs += 1
-                stats.train_seconds += metrics.get("epoch_seconds", 0.0)
+                stats.train_seconds += trained_seconds([metrics])
                 stats.wall_seconds = time.perf_counter() - started
                 yield metrics
             reusable = True
@@ -259,72 +236,3 @@ def _quiet_ray_startup_warnings() -> None:
     logging.getLogger("ray._private.worker").addFilter(
         lambda record: "SIGTERM handler" not in record.getMessage()
     )
-
-
-PROCESS_ERRORS = (
-    ray.exceptions.RayActorError,
-    ray.exceptions.WorkerCrashedError,
-    ray.exceptions.NodeDiedError,
-    ray.exceptions.ObjectLostError,
-    ray.exceptions.OutOfMemoryError,
-    ray.exceptions.RaySystemError,
-    ray.exceptions.TaskCancelledError,
-    ray.exceptions.ActorUnavailableError,
-)
-"""A worker process or its node went away: retryable, and the root cause among ranks' errors."""
-DISTRIBUTED_ERROR_CLASSES = {"DistError", "DistBackendError", "DistNetworkError", "DistStoreError"}
-DISTRIBUTED_TEXT = (
-    "Connection closed by peer",
-    "Connection reset by peer",
-    "Broken pipe",
-    "gloo/transport",
-    "NCCL error",
-    "Socket Timeout",
-)
-"""A rank's process group broke, usually because a peer died: retryable, but only a symptom."""
-
-
-def fold_failure(errors: dict[int, BaseException], label: str, ranks: int) -> FoldFailed:
-    """One FoldFailed from the errors of the `ranks` ranks, naming the root cause.
-
-    A user error wins (its peers' broken connections are its symptoms) and is not retryable; then
-    a dead worker process; then a broken process group. The last two are retryable.
-    """
-    rank, err = min(errors.items(), key=lambda item: (_severity(item[1]), item[0]))
-    cause = _cause(err)
-    first_line = (str(cause).strip().splitlines() or [""])[0][:500]
-    message = f"{type(cause).__name__}: {first_line}"
-    intact = len(errors) == ranks and all(
-        isinstance(_cause(e), TrainingDiverged) for e in errors.values()
-    )
-    if _severity(err) == 0:
-        log.info("%s failed on rank %d: %s", label, rank, message)
-        return FoldFailed(message, _traceback_text(err), retryable=False, workers_intact=intact)
-    log.warning("%s lost its workers (rank %d): %s", label, rank, message)
-    return FoldFailed(
-        f"workers lost (rank {rank}): {message}", _traceback_text(err), retryable=True
-    )
-
-
-def _severity(err: BaseException) -> int:
-    """0: the user's code raised; 1: a worker process died; 2: a process group broke."""
-    if isinstance(err, PROCESS_ERRORS):
-        return 1
-    cause = _cause(err)
-    names = {cls.__name__ for cls in type(cause).__mro__}
-    if names & DISTRIBUTED_ERROR_CLASSES or any(s in str(cause) for s in DISTRIBUTED_TEXT):
-        return 2
-    return 0
-
-
-def _cause(err: BaseException) -> BaseException:
-    """The exception the worker raised, unwrapped from Ray's task error."""
-    cause = getattr(err, "cause", None) if isinstance(err, ray.exceptions.RayTaskError) else None
-    return cause if isinstance(cause, BaseException) else err
-
-
-def _traceback_text(err: BaseException) -> str:
-    """The remote traceback Ray formats into a task error's text, else the local one."""
-    if isinstance(err, ray.exceptions.RayTaskError):
-        return str(err)
-    return "".join(traceback.format_exception(err))

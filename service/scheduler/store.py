@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -39,8 +40,13 @@ class StudyStart:
 
 
 class SchedulerStore:
-    def __init__(self, sessions: sessionmaker[Session]) -> None:
+    """`artifact_dir`: where fold checkpoints and models go (shared storage on a cluster)."""
+
+    def __init__(
+        self, sessions: sessionmaker[Session], *, artifact_dir: Path | None = None
+    ) -> None:
         self._sessions = sessions
+        self.artifact_dir = artifact_dir
 
     async def _run(self, work: Callable[[Session], T]) -> T:
         def transaction() -> T:

@@ -1,7 +1,8 @@
 """One trial: its K fold runs in parallel, retries of folds whose workers died, and the mean.
 
 A fold that raises in the user's code fails the whole trial (the same code would fail again);
-a fold whose workers died is relaunched as a new attempt, up to ``trainer.retries`` times.
+a fold whose workers died is relaunched as a new attempt, up to ``trainer.retries`` times, and
+resumes from the checkpoint its earlier attempt left under the artifact directory.
 """
 
 from __future__ import annotations
@@ -9,13 +10,15 @@ from __future__ import annotations
 import asyncio
 import math
 import statistics
+from pathlib import Path
 from typing import Any, Protocol
 
 from foldwise.schemas import FoldStatus, TrialStatus
 from foldwise.spec import StudySpec
 from service.executor import FoldFailed
 from service.scheduler.store import SchedulerStore, TrialHandle
-from trainers.job import FoldJob
+from trainers.checkpoint import fold_artifact_dir
+from trainers.job import FoldJob, trained_seconds
 from trainers.objective import fold_value
 
 
@@ -27,9 +30,25 @@ class TrialFailed(Exception):
     """A fold of the trial failed for good; the message says which and why."""
 
 
-def fold_job(spec: StudySpec, study_id: int, trial: TrialHandle, fold: int) -> FoldJob:
-    """Everything a worker needs to train and validate one fold of one trial."""
+def fold_job(
+    spec: StudySpec,
+    study_id: int,
+    trial: TrialHandle,
+    fold: int,
+    *,
+    attempt: int = 0,
+    artifact_dir: Path | None = None,
+) -> FoldJob:
+    """Everything a worker needs to train and validate one fold of one trial.
+
+    With `artifact_dir`, the fold checkpoints and saves its model under it (an absolute path,
+    since workers may run elsewhere); attempts after the first resume from the checkpoint.
+    """
     stopping = spec.early_stopping
+    directory = None
+    if artifact_dir is not None:
+        root = Path(artifact_dir).resolve()
+        directory = str(fold_artifact_dir(root, study_id, trial.number, fold))
     return FoldJob(
         task=spec.trainer.task,
         params=trial.params,
@@ -42,12 +61,17 @@ def fold_job(spec: StudySpec, study_id: int, trial: TrialHandle, fold: int) -> F
         direction=spec.objective.direction.value,
         patience=stopping.patience if stopping else None,
         min_delta=stopping.min_delta if stopping else 0.0,
+        stopping_rule=stopping.rule if stopping else "patience",
+        objective_use=spec.objective.use,
         lr_scaling=spec.trainer.lr_scaling,
         warmup_epochs=spec.trainer.warmup_epochs,
         world_size=spec.parallel.workers_per_fold,
         backend="nccl" if spec.resources.gpus_per_worker > 0 else "gloo",
         options=spec.trainer.options,
         trial_key=f"study{study_id}-trial{trial.number}",
+        checkpoint_dir=directory,
+        checkpoint_every=spec.trainer.checkpoint_every,
+        resume=attempt > 0,
     )
 
 
@@ -91,8 +115,15 @@ class TrialRunner:
                 retries -= 1
 
     async def _run_fold(self, trial: TrialHandle, fold: int) -> float:
-        run_id, _attempt = await self.store.start_fold_run(trial.id, fold)
-        job = fold_job(self.spec, self.study_id, trial, fold)
+        run_id, attempt = await self.store.start_fold_run(trial.id, fold)
+        job = fold_job(
+            self.spec,
+            self.study_id,
+            trial,
+            fold,
+            attempt=attempt,
+            artifact_dir=self.store.artifact_dir,
+        )
         epochs: list[dict[str, float]] = []
         try:
             async for metrics in self.executor.run_fold(
@@ -119,9 +150,8 @@ class TrialRunner:
         except asyncio.CancelledError:
             await asyncio.shield(self.store.finish_fold_run(run_id, FoldStatus.CANCELLED))
             raise
-        train_seconds = sum(float(m.get("epoch_seconds", 0.0)) for m in epochs)
         await self.store.finish_fold_run(
-            run_id, FoldStatus.COMPLETED, value=value, train_seconds=train_seconds
+            run_id, FoldStatus.COMPLETED, value=value, train_seconds=trained_seconds(epochs)
         )
         return value
 

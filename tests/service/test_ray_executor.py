@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +14,7 @@ import torch
 from service.executor import FoldFailed, FoldRunStats, RayExecutor
 from service.executor.pool import WorkerGroup
 from service.executor.ray_executor import fold_failure
+from trainers.checkpoint import CHECKPOINT_FILE, MODEL_FILE
 from trainers.fold_runner import TrainingDiverged
 from trainers.job import FoldJob
 
@@ -68,7 +70,9 @@ def test_fractional_gpus_cannot_share_a_gpu_between_ranks() -> None:
     assert not info.value.retryable
 
 
-def _job(task: str = "tests.user_tasks.tiny", epochs: int = 3, **params: Any) -> FoldJob:
+def _job(
+    task: str = "tests.user_tasks.tiny", epochs: int = 3, *, job: dict | None = None, **params: Any
+) -> FoldJob:
     return FoldJob(
         task=task,
         params={"lr": 0.01, **params},
@@ -79,6 +83,7 @@ def _job(task: str = "tests.user_tasks.tiny", epochs: int = 3, **params: Any) ->
         batch_size=32,
         world_size=2,
         trial_key="test",
+        **(job or {}),
     )
 
 
@@ -116,7 +121,13 @@ def test_two_rank_digits_fold_streams_every_epoch(runner, executor: RayExecutor)
         "lr",
         "epoch_seconds",
         "samples_per_second",
+        "epoch_start",
+        "train_seconds",
+        "val_seconds",
+        "cpu_percent",
+        "rss_mb",
     } <= set(epochs[0])
+    assert epochs[0]["rss_mb"] > 10 and epochs[0]["cpu_percent"] > 0
     assert epochs[-1]["val_loss"] < epochs[0]["val_loss"]
     assert stats.epochs == 3 and stats.wall_seconds >= stats.train_seconds > 0
     assert executor.last_run_stats is stats
@@ -164,6 +175,26 @@ def test_dead_worker_is_retryable(runner, executor: RayExecutor) -> None:
     assert info.value.retryable
     assert info.value.message.startswith("workers lost (rank 1): ActorDiedError")
     assert not executor.pool.busy_groups
+
+
+@pytest.mark.slow
+def test_a_retried_fold_resumes_from_rank_0s_checkpoint(runner, executor, tmp_path) -> None:
+    checkpointed = {"checkpoint_dir": str(tmp_path), "checkpoint_every": 1}
+    first = _job(epochs=4, mode="crash_once", job=checkpointed)
+    with pytest.raises(FoldFailed) as info:  # rank 1 dies as epoch 3 starts
+        runner.run(_collect(executor, first))
+    assert info.value.retryable and (tmp_path / CHECKPOINT_FILE).is_file()
+    stats = FoldRunStats(world_size=2)
+    retry = dataclasses.replace(first, resume=True)
+    epochs = runner.run(_collect(executor, retry, stats))
+    assert [(e["epoch"], e.get("restored")) for e in epochs] == [
+        (1.0, 1.0),
+        (2.0, 1.0),
+        (3.0, None),
+        (4.0, None),
+    ]
+    assert epochs[-1]["model_saved"] == 1.0 and (tmp_path / MODEL_FILE).is_file()
+    assert stats.train_seconds == pytest.approx(sum(e["epoch_seconds"] for e in epochs[2:]))
 
 
 @pytest.mark.slow

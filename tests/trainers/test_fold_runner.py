@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -10,26 +9,22 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from trainers.ddp import process_group, wrap_model
+from trainers.ddp import free_port, process_group, wrap_model
 from trainers.fold_runner import TrainingDiverged, run_fold
 from trainers.job import FoldJob
 from trainers.task import TaskNotFound
 
-EXPECTED = {
-    "epoch",
-    "train_loss",
-    "val_loss",
-    "val_accuracy",
-    "lr",
+TIMING = {
+    "epoch_start",
+    "train_seconds",
+    "val_seconds",
     "epoch_seconds",
     "samples_per_second",
+    "cpu_percent",
+    "rss_mb",
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+"""Metrics that differ from run to run (wall-clock and resource use)."""
+EXPECTED = {"epoch", "train_loss", "val_loss", "val_accuracy", "lr"} | TIMING
 
 
 def _job(**overrides: Any) -> FoldJob:
@@ -51,7 +46,7 @@ def _job(**overrides: Any) -> FoldJob:
 
 def _run_local(job: FoldJob) -> list[dict[str, float]]:
     return list(
-        run_fold(job, rank=0, master_addr="127.0.0.1", master_port=_free_port(), num_threads=1)
+        run_fold(job, rank=0, master_addr="127.0.0.1", master_port=free_port(), num_threads=1)
     )
 
 
@@ -77,7 +72,7 @@ def _rank_main(rank: int, job: FoldJob, ports: tuple[int, int], out: str) -> Non
 @pytest.mark.slow  # about 9 s on 2 cores: two spawned interpreters import torch
 def test_two_rank_fold_metrics_are_identical_and_loss_falls(tmp_path: Path) -> None:
     job = _job(world_size=2)
-    mp.spawn(_rank_main, args=(job, (_free_port(), _free_port()), str(tmp_path)), nprocs=2)
+    mp.spawn(_rank_main, args=(job, (free_port(), free_port()), str(tmp_path)), nprocs=2)
     results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert results[0]["checksums"][0] == results[0]["checksums"][1]  # DDP broadcast rank 0's
     epochs0, epochs1 = results[0]["epochs"], results[1]["epochs"]
@@ -99,9 +94,8 @@ def test_single_rank_fold_learns() -> None:
 
 
 def test_same_job_gives_same_metrics() -> None:
-    strip = ("epoch_seconds", "samples_per_second")
     runs = [
-        [{k: v for k, v in e.items() if k not in strip} for e in _run_local(_job(epochs=2))]
+        [{k: v for k, v in e.items() if k not in TIMING} for e in _run_local(_job(epochs=2))]
         for _ in range(2)
     ]
     assert runs[0] == runs[1]

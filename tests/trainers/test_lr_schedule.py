@@ -49,3 +49,14 @@ def test_single_rank_is_never_scaled() -> None:
             == 1.0
         )
     assert math.isclose(scale_factor(1, "sqrt"), 1.0)
+
+
+@pytest.mark.parametrize(
+    ("scaling", "target"), [("linear", 8.0), ("sqrt", math.sqrt(8)), ("none", 1.0)]
+)
+def test_every_rule_warms_up_linearly_to_its_own_target(scaling: str, target: float) -> None:
+    kw = {"world_size": 8, "scaling": scaling, "warmup_epochs": 4, "steps_per_epoch": 5}
+    assert lr_factor(epoch=0, step=0, **kw) == 1.0  # starts at the single-process rate
+    assert lr_factor(epoch=2, step=0, **kw) == pytest.approx(1.0 + (target - 1.0) / 2)
+    assert lr_factor(epoch=4, step=0, **kw) == pytest.approx(target)
+    assert lr_factor(epoch=9, step=4, **kw) == pytest.approx(target)

@@ -1,7 +1,9 @@
 """A tiny user task: 300 samples, 8 features, 3 classes, with a `mode` param for failure tests.
 
 `mode`: "ok" trains normally; "raise" makes build_model raise; "nan" makes the model output NaN;
-"crash" kills rank 1's process (os._exit) at the start of epoch 2. Usable as
+"crash" kills rank 1's process (os._exit) at the start of epoch 2, in every attempt;
+"crash_once" kills rank 1 at the start of epoch 3, but only in a run that started at epoch 1:
+a run resumed from a checkpoint (whose model buffers say epochs were done) goes on. Usable as
 "tests.user_tasks.tiny" or "tests.user_tasks.tiny:task".
 """
 
@@ -17,7 +19,7 @@ import torch.distributed as dist
 from torch import nn
 
 kind = "classification"
-MODES = ("ok", "raise", "nan", "crash")
+MODES = ("ok", "raise", "nan", "crash", "crash_once")
 
 
 def load_data() -> tuple[np.ndarray, np.ndarray]:
@@ -42,14 +44,21 @@ class _TinyNet(nn.Module):
         super().__init__()
         self.mode = mode
         self.net = nn.Sequential(nn.Linear(8, width), nn.ReLU(), nn.Linear(width, 3))
-        self.epoch = 1
-        self._evaluated = False
+        # A buffer, so a checkpoint carries it: the epochs this model has started training.
+        self.register_buffer("epochs_started", torch.zeros((), dtype=torch.long))
+        self._evaluated = True  # the first training step starts an epoch
+        self._first_epoch: int | None = None  # the epoch this process started training at
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.training and self._evaluated:  # first training step after a validation pass
-            self.epoch += 1
+            self.epochs_started += 1
         self._evaluated = not self.training
-        if self.mode == "crash" and self.epoch == 2 and _rank() == 1:
+        epoch = int(self.epochs_started)
+        if self._first_epoch is None:
+            self._first_epoch = epoch
+        if _rank() == 1 and self.mode == "crash" and epoch == 2:
+            os._exit(1)
+        if _rank() == 1 and self.mode == "crash_once" and epoch == 3 and self._first_epoch == 1:
             os._exit(1)
         out = self.net(x)
         return out * float("nan") if self.mode == "nan" else out

@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from trainers.builtin.digits_data import load_digits_flat
+
 kind = "classification"
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh, "gelu": nn.GELU}
@@ -18,12 +20,7 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh, "ge
 
 def load_data() -> tuple[np.ndarray, np.ndarray]:
     """Standardised pixel features (float32) and integer labels."""
-    from sklearn.datasets import load_digits
-
-    X, y = load_digits(return_X_y=True)
-    std = X.std(axis=0)
-    X = (X - X.mean(axis=0)) / np.where(std > 0, std, 1.0)
-    return X.astype(np.float32), y.astype(np.int64)
+    return load_digits_flat()
 
 
 def build_model(params: dict[str, Any]) -> nn.Module:

@@ -1,0 +1,1 @@
+"""Example user tasks (docs/tasks.md): reference them as "examples.tasks.<module>[:attr]"."""
