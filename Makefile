@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export FOLDWISE_URL ?= http://$(HOST):$(PORT)
 
-.PHONY: install run test test-fast lint bench clean
+.PHONY: install run test test-fast lint bench clean browser
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -16,12 +16,16 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+## Chromium for the dashboard's browser tests, from Debian (Playwright never downloads a browser).
+browser:
+	@test -x /usr/bin/chromium || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
+
 ## Start the service on embedded SQLite and a local Ray, submit the example study, keep serving.
 run: install
 	@bash scripts/run_service.sh $(HOST) $(PORT) examples/digits.yaml
 
 ## The whole suite: unit, PostgreSQL, Ray, DDP and end-to-end tests.
-test: install
+test: install browser
 	$(PY) -m ruff check .
 	$(PY) -m pytest -ra
 

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 
-from service.api.routes import health, studies, trials
+from service.api.routes import artifacts, health, insights, studies, trials
 from service.config import Settings, get_settings
 from service.dashboard.routes import router as dashboard_router
 from service.dashboard.routes import static_files
@@ -34,6 +34,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.scheduler = None
     app.include_router(studies.router)
     app.include_router(trials.router)
+    app.include_router(artifacts.router)
+    app.include_router(insights.router)
     app.include_router(health.router)
     app.include_router(dashboard_router)
     app.mount("/dashboard/static", static_files, name="dashboard-static")
@@ -74,7 +76,7 @@ async def _start_scheduler(app: FastAPI, settings: Settings) -> tuple[object, Sc
         max_idle_groups=settings.max_idle_worker_groups,
     )
     await executor.start()
-    store = SchedulerStore(app.state.sessions)
+    store = SchedulerStore(app.state.sessions, artifact_dir=settings.artifact_dir)
     scheduler = Scheduler(store, executor, poll_seconds=settings.poll_seconds)
     scheduler.start()
     log.info("scheduler started (Ray at %s)", settings.ray_address or "a local Ray")

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Body, HTTPException, Request, status
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
+from service.dashboard.spec_text import SpecTextError, parse_spec_text
+
 HERE = Path(__file__).parent
+PLOTLY = "plotly-cartesian-4.1.1.min.js"
+"""Vendored from the npm package plotly.js-cartesian-dist-min (MIT, static/plotly-LICENSE.txt):
+every plot here is an SVG ``scatter``, and this bundle parses in a third of the full one's time."""
+
 templates = Jinja2Templates(directory=HERE / "templates")
+templates.env.globals["plotly_js"] = f"/dashboard/static/{PLOTLY}"
 static_files = StaticFiles(directory=HERE / "static")
 
 router = APIRouter(prefix="/dashboard", tags=["dashboard"], include_in_schema=False)
@@ -19,3 +27,33 @@ router = APIRouter(prefix="/dashboard", tags=["dashboard"], include_in_schema=Fa
 @router.get("", response_class=HTMLResponse)
 def studies_page(request: Request) -> HTMLResponse:
     return templates.TemplateResponse(request, "studies.html", {"title": "Studies"})
+
+
+@router.get("/studies/{study_id}", response_class=HTMLResponse)
+def study_page(request: Request, study_id: int) -> HTMLResponse:
+    context = {"title": f"Study {study_id}", "study_id": study_id}
+    return templates.TemplateResponse(request, "study.html", context)
+
+
+@router.get("/studies/{study_id}/trials/{number}", response_class=HTMLResponse)
+def trial_page(request: Request, study_id: int, number: int) -> HTMLResponse:
+    context = {
+        "title": f"Trial {number} · study {study_id}",
+        "study_id": study_id,
+        "number": number,
+    }
+    return templates.TemplateResponse(request, "trial.html", context)
+
+
+@router.post("/spec")
+def parse_spec(text: Annotated[str, Body(media_type="text/plain")]) -> dict[str, Any]:
+    """YAML or JSON text to ``{spec, lines}``; the page then posts ``spec`` to ``/studies``."""
+    try:
+        spec, lines = parse_spec_text(text)
+    except SpecTextError as exc:
+        detail = [{"type": "yaml_error", "loc": ["body"], "msg": str(exc), "line": exc.line}]
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=detail) from exc
+    if not isinstance(spec, dict):
+        detail = [{"type": "yaml_error", "loc": ["body"], "msg": "a spec is a mapping of fields"}]
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=detail)
+    return {"spec": spec, "lines": lines}

@@ -1,0 +1,127 @@
+"""Routes behind the dashboard's plots: server-side aggregates as compact column arrays.
+
+Each endpoint answers with parallel arrays (``number[i]`` goes with ``value[i]``) rather than a
+list of objects, and takes a cursor so that a live page asks only for what changed.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
+
+from service.api.deps import SessionDep, StudyDep
+from service.db import insights
+from service.db.models import StudyRow
+
+router = APIRouter(prefix="/studies/{study_id}/insights", tags=["insights"])
+
+CURSOR_OVERLAP = timedelta(seconds=30)
+"""Trials that commit late with an earlier ``finished_at`` are still seen; clients dedupe."""
+
+
+class BestSteps(BaseModel):
+    number: list[int]
+    value: list[float]
+
+
+class History(BaseModel):
+    count: int = Field(..., description="Completed trials in the study")
+    sampled: bool = Field(..., description="True when fewer points than matched are returned")
+    cursor: datetime | None = Field(..., description="Pass back as ``since`` to get what's new")
+    number: list[int]
+    value: list[float]
+    std_error: list[float | None]
+    params: dict[str, list[Any]] = Field(..., description="One column per space parameter")
+    best: BestSteps = Field(..., description="Steps of the best-so-far line over all matches")
+
+
+class TopFolds(BaseModel):
+    folds: int = Field(..., description="K, the folds per trial")
+    number: list[int]
+    value: list[float | None]
+    std_error: list[float | None]
+    fold_values: list[list[float | None]] = Field(..., description="[trial][fold]")
+
+
+class Curves(BaseModel):
+    metric: str
+    cursor: int = Field(..., description="Pass back as ``after`` to get only newer epochs")
+    running: list[int] = Field(..., description="Numbers of the trials running now")
+    trial: list[int]
+    fold: list[int]
+    attempt: list[int]
+    epoch: list[int]
+    value: list[float | None]
+
+
+@router.get("/history", response_model=History)
+def history(
+    study: StudyDep,
+    session: SessionDep,
+    since: datetime | None = None,
+    max_points: Annotated[int, Query(ge=10, le=20000)] = 1000,
+) -> History:
+    """Completed trials for the history, parallel-coordinates and slice plots, downsampled."""
+    maximize = _maximize(study)
+    points = insights.completed_points(session, study.id, finished_since=since)
+    shown = insights.with_params(
+        session, study.id, insights.downsample(points, max_points, maximize=maximize)
+    )
+    steps = insights.best_so_far(points, maximize=maximize)
+    finished = [p.finished_at for p in points if p.finished_at is not None]
+    names = list(study.spec["space"])
+    return History(
+        count=insights.count_completed(session, study.id),
+        sampled=len(shown) < len(points),
+        cursor=max(finished) - CURSOR_OVERLAP if finished else since,
+        number=[p.number for p in shown],
+        value=[p.value for p in shown],
+        std_error=[p.std_error for p in shown],
+        params={name: [p.params.get(name) for p in shown] for name in names},
+        best=BestSteps(number=[p.number for p in steps], value=[p.value for p in steps]),
+    )
+
+
+@router.get("/folds", response_model=TopFolds)
+def top_folds(
+    study: StudyDep, session: SessionDep, top: Annotated[int, Query(ge=1, le=100)] = 10
+) -> TopFolds:
+    """Each fold's value for the best ``top`` trials: how much the folds of a winner disagree."""
+    k = int(study.spec["parallel"]["folds"])
+    rows = insights.top_trial_folds(session, study.id, maximize=_maximize(study), top=top)
+    return TopFolds(
+        folds=k,
+        number=[t.number for t, _ in rows],
+        value=[t.value for t, _ in rows],
+        std_error=[t.std_error for t, _ in rows],
+        fold_values=[[values.get(fold) for fold in range(k)] for _, values in rows],
+    )
+
+
+@router.get("/curves", response_model=Curves)
+def curves(
+    study: StudyDep,
+    session: SessionDep,
+    metric: str | None = None,
+    after: Annotated[int, Query(ge=0)] = 0,
+) -> Curves:
+    """Learning curves of the running trials, one row per epoch, newer than epoch row ``after``."""
+    metric = metric or study.spec["objective"]["metric"]
+    rows = insights.running_curves(session, study.id, metric, after_id=after)
+    return Curves(
+        metric=metric,
+        cursor=max((r.id for r in rows), default=after),
+        running=insights.running_trial_numbers(session, study.id),
+        trial=[r.trial for r in rows],
+        fold=[r.fold for r in rows],
+        attempt=[r.attempt for r in rows],
+        epoch=[r.epoch for r in rows],
+        value=[r.value for r in rows],
+    )
+
+
+def _maximize(study: StudyRow) -> bool:
+    return study.spec["objective"]["direction"] == "maximize"

@@ -1,0 +1,203 @@
+// Study page: summary, plots and trial table; while the study is active it polls with cursors
+// (history ?since=, curves ?after=) so each poll carries only what changed.
+"use strict";
+import { api, badge, card, el, fmtDuration, fmtTime, fmtValueSe, secondsBetween, setLive } from "./common.js";
+import { drawCurves, drawFolds, drawHistory, drawParcoords, drawSlices } from "./study_plots.js";
+import { TrialTable } from "./trial_table.js";
+
+const STUDY_ID = window.FOLDWISE.studyId;
+const BASE = `/studies/${STUDY_ID}`;
+const POLL_MS = 2000;
+const DENSE_POINTS = 500;  // parallel coordinates and slices: past this, lines only add ink
+const ACTIVE = new Set(["queued", "running"]);
+
+const state = {
+  study: null, points: new Map(), best: { number: [], value: [] }, count: 0, sampled: false,
+  historyCursor: null, curves: new Map(), curvesCursor: 0, running: [], metric: null, table: null,
+};
+
+function renderSummary(study) {
+  document.title = `${study.name} · foldwise`;
+  document.getElementById("study-name").textContent = study.name;
+  document.getElementById("study-status").replaceChildren(badge(study.status));
+  document.getElementById("stop").hidden = !ACTIVE.has(study.status);
+  const p = study.progress;
+  const best = study.best_trial;
+  const par = study.spec.parallel;
+  const share = p.budget ? Math.min(100, (100 * p.finished) / p.budget) : 0;
+  const progress = el("span", {}, `${p.finished.toLocaleString("en")} / ${p.budget.toLocaleString("en")}`,
+    el("div", { class: "bar" }, el("span", { style: `width:${share}%` })));
+  document.getElementById("cards").replaceChildren(
+    card("Finished / budget", progress, { id: "card-progress" }),
+    card("Running · pending", `${p.running} · ${p.pending}`, { id: "card-running" }),
+    card("Failed · pruned", `${p.failed} · ${p.pruned}`),
+    card(`Best ${study.spec.objective.metric}`, best
+      ? el("a", { href: `/dashboard/studies/${study.id}/trials/${best.number}`, text: `${fmtValueSe(best.value, best.std_error)}  (#${best.number})` })
+      : "—", { id: "card-best" }),
+    card("Objective", `${study.spec.objective.direction} ${study.spec.objective.metric}`),
+    card("Optimizer", study.spec.optimizer.name),
+    card("Folds × workers", `${par.folds} × ${par.workers_per_fold} (${par.trial_groups} in parallel)`),
+    card("Created", fmtTime(study.created_at)),
+    card("Elapsed", study.started_at ? fmtDuration(secondsBetween(study.started_at, study.finished_at)) : "not started"));
+  const error = document.getElementById("study-error");
+  error.replaceChildren(...(study.error ? [el("div", { class: "callout", text: study.error })] : []));
+}
+
+/** Merge history rows (full or since a cursor); the best steps merge exactly from both sets. */
+function mergeHistory(body, full) {
+  if (full) { state.points = new Map(); state.best = { number: [], value: [] }; }
+  const maximize = state.study.spec.objective.direction === "maximize";
+  body.number.forEach((number, i) => {
+    const params = {};
+    for (const [name, column] of Object.entries(body.params)) params[name] = column[i];
+    state.points.set(number, { number, value: body.value[i], se: body.std_error[i], params });
+  });
+  const candidates = [...state.best.number.map((n, i) => [n, state.best.value[i]]),
+    ...body.best.number.map((n, i) => [n, body.best.value[i]])].sort((a, b) => a[0] - b[0]);
+  const best = { number: [], value: [] };
+  for (const [n, v] of candidates) {
+    const last = best.value.at(-1);
+    if (last === undefined || (maximize ? v > last : v < last)) { best.number.push(n); best.value.push(v); }
+  }
+  state.best = best;
+  state.count = body.count;
+  if (full) state.sampled = body.sampled;
+  state.historyCursor = body.cursor ?? state.historyCursor;
+  const note = state.sampled
+    ? `${state.points.size.toLocaleString("en")} of ${body.count.toLocaleString("en")} completed trials shown (the best quarter and each range's extremes); the best-so-far line uses all of them.`
+    : `${body.count.toLocaleString("en")} completed trials. Error bars: standard error over folds.`;
+  document.getElementById("history-note").textContent = note;
+}
+
+function noteDense() {
+  const shown = state.denseShown ?? 0;
+  const of = state.count > shown ? `${shown.toLocaleString("en")} of ${state.count.toLocaleString("en")} completed trials (the best quarter and an even spread)` : "Every completed trial";
+  document.getElementById("parcoords-note").textContent = `${of}, coloured by value. Click a line or point to open its trial.`;
+}
+
+function mergeCurves(body) {
+  state.metric = body.metric;
+  state.running = body.running;
+  state.curvesCursor = body.cursor;
+  body.trial.forEach((trial, i) => {
+    const key = `${trial}/${body.fold[i]}`;
+    let s = state.curves.get(key);
+    if (!s || s.attempt < body.attempt[i]) {
+      s = { trial, fold: body.fold[i], attempt: body.attempt[i], epoch: [], value: [] };
+      state.curves.set(key, s);
+    }
+    if (s.attempt === body.attempt[i]) { s.epoch.push(body.epoch[i]); s.value.push(body.value[i]); }
+  });
+  const running = new Set(body.running);
+  for (const [key, s] of state.curves) if (!running.has(s.trial)) state.curves.delete(key);
+  const count = running.size;
+  document.getElementById("curves-note").textContent = count
+    ? `${count} running trial${count > 1 ? "s" : ""}, metric ${body.metric}, latest attempt of each fold.`
+    : `Metric ${body.metric}.`;
+}
+
+/** At most ``n`` points for the denser plots: the best quarter, then an even spread of the rest. */
+function thin(points, n) {
+  if (points.length <= n) return points;
+  const sign = state.study.spec.objective.direction === "maximize" ? -1 : 1;
+  const best = [...points].sort((a, b) => sign * (a.value - b.value)).slice(0, Math.floor(n / 4));
+  const keep = new Set(best.map((p) => p.number));
+  const step = points.length / (n - keep.size);
+  for (let i = 0; i < points.length && keep.size < n; i += step) keep.add(points[Math.floor(i)].number);
+  return points.filter((p) => keep.has(p.number));
+}
+
+function drawAll() {
+  const points = [...state.points.values()].sort((a, b) => a.number - b.number);
+  const last = Math.max(points.at(-1)?.number ?? 0, ...state.running);
+  const dense = thin(points, DENSE_POINTS);
+  state.denseShown = dense.length;
+  return Promise.all([
+    drawHistory(state.study, points, state.best, last),
+    drawParcoords(state.study, dense),
+    drawSlices(state.study, dense),
+  ]);
+}
+
+const drawRunning = () => drawCurves(state.metric, [...state.curves.values()]);
+
+/** Clicking a trial's point (history) or line (parallel coordinates) opens the trial page. */
+function linkClicks() {
+  for (const id of ["plot-history", "plot-parcoords"]) {
+    document.getElementById(id).on?.("plotly_click", (event) => {
+      const number = event.points?.[0]?.customdata;
+      if (typeof number === "number") window.location.href = `/dashboard/studies/${STUDY_ID}/trials/${number}`;
+    });
+  }
+}
+
+async function loadAll() {
+  const [history, folds, curves] = await Promise.all([
+    api(`${BASE}/insights/history`), api(`${BASE}/insights/folds`), api(`${BASE}/insights/curves`),
+  ]);
+  const table = state.table.load();  // its request runs while the plots draw
+  mergeHistory(history, true);
+  mergeCurves(curves);
+  await Promise.all([drawAll(), drawFolds(state.study, folds), drawRunning(), table]);
+  noteDense();
+}
+
+/** One live step: only the deltas since the cursors, and the table page when counts move. */
+async function poll() {
+  const before = state.study;
+  state.study = await api(BASE);
+  renderSummary(state.study);
+  const [history, curves] = await Promise.all([
+    api(`${BASE}/insights/history?since=${encodeURIComponent(state.historyCursor ?? "1970-01-01T00:00:00")}`),
+    api(`${BASE}/insights/curves?after=${state.curvesCursor}`),
+  ]);
+  const fresh = history.number.filter((n) => !state.points.has(n));
+  if (fresh.length) { mergeHistory(history, false); await drawAll(); noteDense(); }
+  const runningChanged = curves.running.join() !== state.running.join();
+  if (curves.trial.length || runningChanged) { mergeCurves(curves); await drawRunning(); }
+  const p = state.study.progress;
+  const changed = JSON.stringify(p) !== JSON.stringify(before.progress) || state.study.status !== before.status;
+  if (fresh.length || changed) {
+    await Promise.all([api(`${BASE}/insights/folds`).then((f) => drawFolds(state.study, f)), state.table.load()]);
+  }
+}
+
+async function live() {
+  const active = ACTIVE.has(state.study.status);
+  if (active) {
+    try { await poll(); setLive(ACTIVE.has(state.study.status)); } catch (error) { console.warn("poll failed", error); }
+    setTimeout(live, POLL_MS);
+  } else {
+    setLive(false);
+  }
+}
+
+async function stop() {
+  if (!window.confirm(`Stop study ${STUDY_ID}? Running trials are cancelled.`)) return;
+  const button = document.getElementById("stop");
+  button.disabled = true;
+  state.study = await api(`${BASE}/stop`, { method: "POST" });
+  renderSummary(state.study);
+  button.disabled = false;
+  await state.table.load();
+}
+
+async function main() {
+  try {
+    state.study = await api(BASE);
+  } catch (error) {
+    document.getElementById("study-error").replaceChildren(el("div", { class: "callout", text: error.message }));
+    document.body.dataset.ready = "true";
+    return;
+  }
+  renderSummary(state.study);
+  state.table = new TrialTable(state.study);
+  document.getElementById("stop").addEventListener("click", stop);
+  await loadAll();
+  linkClicks();
+  document.body.dataset.ready = "true";
+  setLive(ACTIVE.has(state.study.status));
+  setTimeout(live, POLL_MS);
+}
+
+main();

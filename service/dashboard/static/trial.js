@@ -1,0 +1,144 @@
+// Trial page: params, value ± s.e., each fold attempt with its curves, errors and timings, and
+// links to the timeline and checkpoints when the trial's JSON names them (issue #4 adds them).
+"use strict";
+import { api, badge, baseLayout, card, draw, el, fmt, fmtDuration, fmtTime, fmtValueSe, secondsBetween, setLive, showEmpty } from "./common.js";
+
+const { studyId, number } = window.FOLDWISE;
+const URL_ = `/studies/${studyId}/trials/${number}`;
+const COLORS = ["#0969da", "#bf3989", "#1a7f37", "#9a6700", "#8250df", "#cf222e", "#1b7c83", "#57606a"];
+const UNFINISHED = new Set(["pending", "running"]);
+let study = null;
+let trial = null;
+
+const mean = (xs) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null);
+const epochValues = (key) => trial.folds.flatMap((f) => f.epochs.map((e) => e.metrics[key])).filter((v) => typeof v === "number");
+
+/** Files the trial's JSON says exist: ``has_timeline`` / a fold's ``model_saved`` flags (issue
+ * #4's routes), or any ``links: {name: url}`` a later API version adds. Nothing is probed. */
+function linksOf(item, extra = {}) {
+  const links = { ...extra, ...(item.links ?? {}) };
+  if (item.timeline_url) links.timeline = item.timeline_url;
+  if (item.checkpoint_url) links.checkpoint = item.checkpoint_url;
+  return Object.entries(links).filter(([, href]) => typeof href === "string" && href);
+}
+
+function renderHeader() {
+  document.title = `Trial ${number} · ${study.name} · foldwise`;
+  document.getElementById("study-link").textContent = study.name;
+  document.getElementById("trial-status").replaceChildren(badge(trial.status));
+  const k = study.spec.parallel.folds;
+  const done = new Set(trial.folds.filter((f) => f.status === "completed").map((f) => f.fold)).size;
+  document.getElementById("cards").replaceChildren(
+    card(`${study.spec.objective.metric} ± s.e.`, fmtValueSe(trial.value, trial.std_error), { id: "card-value" }),
+    card("Folds completed", `${done} / ${k}`),
+    card("Fold attempts", String(trial.folds.length)),
+    card("Wall time", trial.started_at ? fmtDuration(secondsBetween(trial.started_at, trial.finished_at)) : "—"));
+  document.getElementById("trial-error").replaceChildren(...(trial.error ? [el("div", { class: "callout", text: trial.error })] : []));
+  const links = linksOf(trial, trial.has_timeline ? { "timeline (Chrome trace JSON)": `${URL_}/timeline` } : {});
+  document.getElementById("links").replaceChildren(...links.map(([name, href]) => el("a", { href, text: `⤓ ${name}` })));
+}
+
+function renderDetails() {
+  document.getElementById("params").replaceChildren(...Object.entries(trial.params).flatMap(([name, value]) =>
+    [el("dt", { text: name }), el("dd", { class: "mono", text: typeof value === "number" ? fmt(value, 6) : String(value) })]));
+  const train = trial.folds.map((f) => f.train_seconds).filter((s) => typeof s === "number");
+  const rows = [
+    ["Started", fmtTime(trial.started_at)], ["Finished", fmtTime(trial.finished_at)],
+    ["Wall time", trial.started_at ? fmtDuration(secondsBetween(trial.started_at, trial.finished_at)) : "—"],
+    ["Training time (all folds)", train.length ? fmtDuration(train.reduce((a, b) => a + b, 0)) : "—"],
+    ["Mean epoch time", epochValues("epoch_seconds").length ? `${fmt(mean(epochValues("epoch_seconds")), 3)} s` : "—"],
+    ["Mean throughput", epochValues("samples_per_second").length ? `${fmt(Math.round(mean(epochValues("samples_per_second"))))} samples/s` : "—"],
+  ];
+  document.getElementById("timings").replaceChildren(...rows.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: v })]));
+}
+
+function errorCell(fold) {
+  if (!fold.error && !fold.traceback) return el("td", { class: "muted", text: "—" });
+  return el("td", {}, el("div", { class: "small", style: "color: var(--bad)", text: fold.error ?? "" }),
+    fold.traceback ? el("details", {}, el("summary", { class: "small", text: "traceback" }), el("pre", { class: "trace", text: fold.traceback })) : null);
+}
+
+function renderFolds() {
+  const rows = trial.folds.map((f) => {
+    const sps = mean(f.epochs.map((e) => e.metrics.samples_per_second).filter((v) => typeof v === "number"));
+    const files = linksOf(f, f.model_saved ? { model: `${URL_}/folds/${f.fold}/model` } : {});
+    const resumed = f.resumed_epochs ? ` (${f.resumed_epochs} resumed)` : "";
+    return el("tr", { "data-fold": f.fold, "data-attempt": f.attempt },
+      el("td", { class: "num", text: String(f.fold) }), el("td", { class: "num", text: String(f.attempt) }),
+      el("td", {}, badge(f.status)), el("td", { class: "num", text: fmt(f.value) }),
+      el("td", { class: "num", title: f.checkpoint_epoch ? `last checkpoint: epoch ${f.checkpoint_epoch}` : "", text: `${f.epochs.length}${resumed}` }), el("td", { class: "num", text: fmtDuration(f.train_seconds) }),
+      el("td", { class: "num", text: sps === null ? "—" : fmt(Math.round(sps)) }), el("td", { text: fmtTime(f.started_at) }),
+      errorCell(f),
+      el("td", {}, ...(files.length ? files.map(([name, href]) => el("a", { href, text: name })) : [el("span", { class: "muted", text: "—" })])));
+  });
+  document.querySelector("#folds tbody").replaceChildren(...rows);
+}
+
+const NOT_CURVES = new Set(["epoch_start", "epoch_end", "restored", "checkpoint", "model_saved"]);
+
+/** Metrics worth a curve: numbers, not timestamps or flags. */
+function metricNames() {
+  const names = new Set(trial.folds.flatMap((f) => f.epochs.flatMap((e) =>
+    Object.keys(e.metrics).filter((k) => typeof e.metrics[k] === "number" && !NOT_CURVES.has(k)))));
+  return [...names].sort();
+}
+
+function renderMetricChoice() {
+  const select = document.getElementById("metric");
+  const names = metricNames();
+  const current = select.value || study.spec.objective.metric;
+  select.replaceChildren(...names.map((n) => el("option", { value: n, text: n })));
+  select.value = names.includes(current) ? current : names[0] ?? "";
+}
+
+function drawCurves() {
+  const metric = document.getElementById("metric").value;
+  const runs = trial.folds.filter((f) => f.epochs.length);
+  if (!runs.length || !metric) return showEmpty("plot-curves", "No epoch has been reported yet.");
+  const latest = new Map(trial.folds.map((f) => [f.fold, f.attempt]));
+  const traces = runs.map((f) => ({
+    type: "scatter", mode: "lines+markers", name: `fold ${f.fold}${f.attempt ? ` (attempt ${f.attempt})` : ""}`,
+    x: f.epochs.map((e) => e.epoch), y: f.epochs.map((e) => e.metrics[metric] ?? null),
+    line: { color: COLORS[f.fold % COLORS.length], width: 1.5, dash: f.attempt < latest.get(f.fold) ? "dot" : "solid" },
+    marker: { size: 4 }, hovertemplate: `fold ${f.fold}, epoch %{x}: %{y:.4g}<extra></extra>`,
+  }));
+  const layout = baseLayout({ xaxis: { title: { text: "epoch" } }, yaxis: { title: { text: metric } } });
+  return draw("plot-curves", traces, layout);
+}
+
+async function render() {
+  renderHeader();
+  renderDetails();
+  renderFolds();
+  renderMetricChoice();
+  await drawCurves();
+}
+
+async function poll() {
+  try {
+    trial = await api(URL_);
+    await render();
+  } catch (error) {
+    console.warn("poll failed", error);
+  }
+  const live = UNFINISHED.has(trial.status);
+  setLive(live);
+  if (live) setTimeout(poll, 2000);
+}
+
+async function main() {
+  try {
+    [study, trial] = await Promise.all([api(`/studies/${studyId}`), api(URL_)]);
+  } catch (error) {
+    document.getElementById("trial-error").replaceChildren(el("div", { class: "callout", text: error.message }));
+    document.body.dataset.ready = "true";
+    return;
+  }
+  document.getElementById("metric").addEventListener("change", drawCurves);
+  await render();
+  document.body.dataset.ready = "true";
+  setLive(UNFINISHED.has(trial.status));
+  if (UNFINISHED.has(trial.status)) setTimeout(poll, 2000);
+}
+
+main();

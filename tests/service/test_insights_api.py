@@ -1,0 +1,115 @@
+"""The dashboard's aggregate endpoints: history, top trials' folds and running learning curves."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from fastapi.testclient import TestClient
+
+from benchmarks.dashboard_scale import fill_study
+from foldwise.schemas import TrialStatus
+from service.db import fold_runs as fold_repo
+from service.db import trials as trial_repo
+
+TRIALS, FOLDS, EPOCHS, RUNNING = 60, 3, 4, 2
+
+
+def _fill(api: TestClient) -> int:
+    engine = api.app.state.engine
+    return fill_study(engine, trials=TRIALS, folds=FOLDS, epochs=EPOCHS, running=RUNNING)
+
+
+def _completed(api: TestClient, study_id: int) -> list[dict]:
+    url = f"/studies/{study_id}/trials"
+    return api.get(url, params={"status": "completed", "limit": 1000}).json()["data"]
+
+
+def test_history_has_every_completed_trial_and_the_exact_best_steps(api: TestClient) -> None:
+    study_id = _fill(api)
+    completed = sorted(_completed(api, study_id), key=lambda t: t["number"])
+    body = api.get(f"/studies/{study_id}/insights/history").json()
+    assert body["count"] == len(completed) and not body["sampled"]
+    assert body["number"] == [t["number"] for t in completed]
+    assert body["value"] == [t["value"] for t in completed]
+    assert body["std_error"] == [t["std_error"] for t in completed]
+    assert body["params"]["act"] == [t["params"]["act"] for t in completed]
+    assert body["params"]["width_2"] == [t["params"].get("width_2") for t in completed]
+    steps, best = [], float("inf")
+    for trial in completed:
+        if trial["value"] < best:
+            best = trial["value"]
+            steps.append(trial["number"])
+    assert body["best"]["number"] == steps and body["best"]["value"][-1] == best
+
+
+def test_history_downsamples_but_keeps_the_best_and_the_envelope(api: TestClient) -> None:
+    study_id = _fill(api)
+    full = api.get(f"/studies/{study_id}/insights/history").json()
+    body = api.get(f"/studies/{study_id}/insights/history", params={"max_points": 12}).json()
+    assert body["sampled"] and len(body["number"]) <= 12 and body["count"] == full["count"]
+    assert min(full["value"]) in body["value"] and max(full["value"]) in body["value"]
+    assert body["number"] == sorted(body["number"])
+    assert all(len(column) == len(body["number"]) for column in body["params"].values())
+    assert body["best"] == full["best"]  # the best-so-far line is never sampled
+
+
+def test_history_since_a_cursor_returns_only_what_finished_after(api: TestClient) -> None:
+    study_id = _fill(api)
+    cursor = api.get(f"/studies/{study_id}/insights/history").json()["cursor"]
+    url = f"/studies/{study_id}/insights/history"
+    repeated = api.get(url, params={"since": cursor}).json()["number"]
+    assert len(repeated) <= 2  # only the overlap window before the cursor comes again
+    with api.app.state.sessions.begin() as session:
+        trial = trial_repo.create_trial(session, study_id, {"lr": 0.01, "act": "relu"}, number=999)
+        trial_repo.finish_trial(session, trial, TrialStatus.COMPLETED, value=0.01, std_error=0.001)
+    body = api.get(url, params={"since": cursor}).json()
+    assert body["number"] == [*repeated, 999]
+    assert body["best"]["number"][-1] == 999 and body["best"]["value"][-1] == 0.01
+    assert body["count"] == len(_completed(api, study_id))
+    assert datetime.fromisoformat(body["cursor"]).replace(tzinfo=UTC) > datetime.fromisoformat(
+        cursor
+    ).replace(tzinfo=UTC)
+
+
+def test_folds_of_the_top_trials_in_best_order(api: TestClient) -> None:
+    study_id = _fill(api)
+    body = api.get(f"/studies/{study_id}/insights/folds", params={"top": 3}).json()
+    best = api.get(f"/studies/{study_id}/trials", params={"sort": "best", "limit": 3}).json()
+    assert body["folds"] == FOLDS
+    assert body["number"] == [t["number"] for t in best["data"]]
+    for number, values, mean in zip(
+        body["number"], body["fold_values"], body["value"], strict=True
+    ):
+        trial = api.get(f"/studies/{study_id}/trials/{number}").json()
+        done = {f["fold"]: f["value"] for f in trial["folds"] if f["status"] == "completed"}
+        assert values == [done[k] for k in range(FOLDS)]
+        assert abs(sum(values) / FOLDS - mean) < 1e-9
+
+
+def test_curves_of_running_trials_and_only_new_epochs_after_the_cursor(api: TestClient) -> None:
+    study_id = _fill(api)
+    url = f"/studies/{study_id}/insights/curves"
+    body = api.get(url).json()
+    assert body["metric"] == "val_loss" and body["running"] == [TRIALS - 2, TRIALS - 1]
+    assert set(body["trial"]) == set(body["running"]) and len(body["epoch"]) >= RUNNING * FOLDS
+    assert all(isinstance(v, float) for v in body["value"])
+    assert api.get(url, params={"after": body["cursor"]}).json()["trial"] == []
+    trial = api.get(f"/studies/{study_id}/trials/{TRIALS - 1}").json()
+    with api.app.state.sessions.begin() as session:
+        run = trial_repo.get_trial(session, study_id, TRIALS - 1).fold_runs[0]
+        fold_repo.record_epoch(session, run.id, 99, {"val_loss": 0.5, "val_accuracy": 0.9})
+    new = api.get(url, params={"after": body["cursor"], "metric": "val_accuracy"}).json()
+    assert (new["trial"], new["fold"], new["epoch"], new["value"]) == (
+        [TRIALS - 1],
+        [trial["folds"][0]["fold"]],
+        [99],
+        [0.9],
+    )
+
+
+def test_unknown_study_and_bad_arguments(api: TestClient) -> None:
+    assert api.get("/studies/12345/insights/history").status_code == 404
+    study_id = _fill(api)
+    assert api.get(f"/studies/{study_id}/insights/history?max_points=1").status_code == 422
+    assert api.get(f"/studies/{study_id}/insights/history?since=yesterday").status_code == 422
+    assert api.get(f"/studies/{study_id}/insights/curves?after=-1").status_code == 422
