@@ -67,7 +67,10 @@ def run_fold(
         ResourceMonitor(dev) if job.monitor else contextlib.nullcontext() as monitor,
     ):
         training = FoldTraining(job, task, X, y, rank, dev)
-        yield from _FoldLoop(job, training, rank).epochs(monitor)
+        try:
+            yield from _FoldLoop(job, training, rank).epochs(monitor)
+        finally:
+            training.release_ddp()  # before the process group goes: see release_ddp
 
 
 class _FoldLoop:

@@ -7,6 +7,7 @@ shards the held-out fold and all-reduces sums, so every rank computes identical 
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from typing import Any
@@ -67,6 +68,19 @@ class FoldTraining:
         self.optimizer = task.make_optimizer(self.model, job.params)
         self.base_lrs = [group["lr"] for group in self.optimizer.param_groups]
         self.loss_fn = task.loss_fn(job.params)
+
+    def release_ddp(self) -> None:
+        """Free the DDP wrapper; call it while the process group still exists.
+
+        DDP's C++ reducer holds the process group. If the reducer held the last reference,
+        freeing it would run ProcessGroupGloo's destructor with the GIL held, and that destructor
+        joins gloo's worker threads, one of which may be waiting for the GIL to drop the tensor of
+        the work it just finished: a deadlock (seen in about one warm fold run in ten). Freed
+        first, the group is destroyed later by `destroy_process_group`, which releases the GIL.
+        DDP's hooks make reference cycles, hence the collection.
+        """
+        self.ddp = self.model
+        gc.collect()
 
     def state(self) -> dict[str, Any]:
         """Model and optimizer state for a checkpoint."""

@@ -29,6 +29,9 @@ __all__ = ["FoldFailed", "FoldRunStats", "RayExecutor", "fold_failure"]
 
 FAILURE_GRACE_S = 10.0
 """After one rank fails, how long to wait for the others to report why (the root cause)."""
+FINISH_GRACE_S = 60.0
+"""After one rank finishes cleanly, how long the others may take to finish too: every rank
+trains the same epochs, so all that is left to them is leaving the process group."""
 CONNECT_TIMEOUT_S = 120.0
 
 
@@ -127,6 +130,14 @@ class RayExecutor:
                 stats.wall_seconds = time.perf_counter() - started
                 yield metrics
             reusable = True
+        except _StuckRanks as stuck:  # the fold's results are all in; its workers are not sound
+            log.warning(
+                "%s: rank(s) %s did not finish within %.0f s of the others; "
+                "replacing its worker group",
+                job.describe(),
+                ", ".join(map(str, stuck.ranks)),
+                FINISH_GRACE_S,
+            )
         except FoldFailed as failure:
             reusable = failure.workers_intact
             stats.wall_seconds = time.perf_counter() - started
@@ -153,12 +164,14 @@ class RayExecutor:
         ]
         try:
             errors: dict[int, BaseException] = {}
+            finished: set[int] = set()
             for _ in range(len(tasks)):
-                while (item := await queue.get())[0] == "epoch":
+                while (item := await _next(queue, finished, len(tasks)))[0] == "epoch":
                     yield item[2]
                 if item[2] is not None:
                     errors[item[1]] = item[2]
                     break
+                finished.add(item[1])
             if errors:
                 errors |= await _collect_errors(tasks, queue)
                 raise fold_failure(errors, job.describe(), len(tasks))
@@ -216,6 +229,24 @@ async def _consume(rank: int, generator: Any, queue: asyncio.Queue) -> None:
     except Exception as err:
         error = err
     queue.put_nowait(("end", rank, error))
+
+
+class _StuckRanks(Exception):
+    """Some ranks finished cleanly and the others did not finish within FINISH_GRACE_S."""
+
+    def __init__(self, ranks: list[int]) -> None:
+        super().__init__(ranks)
+        self.ranks = ranks
+
+
+async def _next(queue: asyncio.Queue, finished: set[int], world_size: int) -> tuple[str, int, Any]:
+    """The next item from the ranks; once one rank has finished, the rest get FINISH_GRACE_S."""
+    if not finished:
+        return await queue.get()
+    try:
+        return await asyncio.wait_for(queue.get(), FINISH_GRACE_S)
+    except TimeoutError:
+        raise _StuckRanks(sorted(set(range(world_size)) - finished)) from None
 
 
 async def _collect_errors(tasks: list[asyncio.Task], queue: asyncio.Queue) -> dict[int, Any]:

@@ -11,7 +11,7 @@ import pytest
 import ray
 import torch
 
-from service.executor import FoldFailed, FoldRunStats, RayExecutor
+from service.executor import FoldFailed, FoldRunStats, RayExecutor, ray_executor
 from service.executor.pool import WorkerGroup
 from service.executor.ray_executor import fold_failure
 from trainers.checkpoint import CHECKPOINT_FILE, MODEL_FILE
@@ -19,6 +19,7 @@ from trainers.fold_runner import TrainingDiverged
 from trainers.job import FoldJob
 
 CPUS = 0.5
+WARM_RUNS = 30
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +145,36 @@ def test_same_shape_reuses_the_warm_group(runner, executor: RayExecutor) -> None
     assert len(runner.run(_collect(executor, _job(), stats))) == 3
     assert not stats.cold
     assert group in executor.pool.idle_groups and runner.run(_pids(group)) == pids
+
+
+@pytest.mark.slow
+def test_a_warm_group_runs_fold_after_fold_without_hanging(runner, executor) -> None:
+    # Freeing DDP after its process group deadlocked about one warm run in ten (release_ddp);
+    # a stuck rank would make the executor replace the group, so the group must stay the same.
+    async def scenario() -> tuple[WorkerGroup, int]:
+        await _collect(executor, _job(epochs=1))
+        (group,) = [g for g in executor.pool.idle_groups if g.shape == (2, CPUS, 0.0)]
+        runs = group.runs
+        for _ in range(WARM_RUNS):
+            assert len(await asyncio.wait_for(_collect(executor, _job(epochs=1)), 120)) == 1
+        return group, runs
+
+    group, runs = runner.run(scenario())
+    assert group in executor.pool.idle_groups and group.runs == runs + WARM_RUNS
+
+
+def test_ranks_that_do_not_finish_after_the_others_are_reported_stuck(monkeypatch) -> None:
+    monkeypatch.setattr(ray_executor, "FINISH_GRACE_S", 0.05)
+
+    async def scenario() -> list[int]:
+        queue: asyncio.Queue = asyncio.Queue()
+        queue.put_nowait(("epoch", 0, {"epoch": 1.0}))
+        assert (await ray_executor._next(queue, set(), 3))[0] == "epoch"  # no deadline yet
+        with pytest.raises(ray_executor._StuckRanks) as info:
+            await ray_executor._next(queue, {0}, 3)
+        return info.value.ranks
+
+    assert asyncio.run(scenario()) == [1, 2]
 
 
 @pytest.mark.slow
