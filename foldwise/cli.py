@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-from enum import StrEnum
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -17,7 +16,7 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from foldwise import __version__, cli_render
-from foldwise.client import DEFAULT_URL, Client, Study
+from foldwise.client import DEFAULT_URL, TRIAL_SORT, Client, Study
 from foldwise.errors import FoldwiseError
 from foldwise.schemas import StudyStatus, TrialStatus
 
@@ -56,14 +55,12 @@ UrlOption = Annotated[
 ]
 
 
-class TrialSort(StrEnum):
-    """``foldwise trials --sort``: the API's orders; ``best`` is best first for the direction."""
-
-    NUMBER = "number"
-    NUMBER_DESC = "-number"
-    VALUE = "value"
-    VALUE_DESC = "-value"
-    BEST = "best"
+def _trial_sort(value: str) -> str:
+    if not TRIAL_SORT.fullmatch(value):
+        raise typer.BadParameter(
+            "use best, or number, value, duration or params.<name>; '-' first for descending"
+        )
+    return value
 
 
 StudyId = Annotated[int, typer.Argument(help="Study id", show_default=False)]
@@ -183,13 +180,19 @@ def trials(
     ctx: typer.Context,
     study_id: StudyId,
     status: Annotated[TrialStatus | None, typer.Option(help="Only trials in this state")] = None,
-    sort: Annotated[TrialSort, typer.Option(help="Order of the rows")] = TrialSort.NUMBER,
+    sort: Annotated[
+        str,
+        typer.Option(
+            callback=_trial_sort,
+            help="best, number, value, duration or params.<name>; a leading - for descending",
+        ),
+    ] = "number",
     limit: Annotated[int, typer.Option(min=1, max=1000, help="Rows to show")] = 50,
     url: UrlOption = None,
 ) -> None:
     """List a study's trials: status, value ± standard error, duration, parameters."""
     with _client(ctx, url) as client:
-        page = client.fetch_trials(study_id, status=status, sort=sort.value, limit=limit)
+        page = client.fetch_trials(study_id, status=status, sort=sort, limit=limit)
     if not page.data:
         console.print(f"study {study_id} has no {status.value + ' ' if status else ''}trials yet")
         return

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -26,7 +27,9 @@ if TYPE_CHECKING:
     import pandas
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-TRIAL_SORTS = ("number", "-number", "value", "-value", "best")
+TRIAL_SORT = re.compile(r"best|-?(number|value|duration|params\.\S+)")
+"""Orders of a trial list: `best`, or number, value, duration or params.<name>, `-` descending.
+The service checks that a named parameter is in the study's space."""
 _PAGE_SIZE = 1000  # the API's maximum page size
 _GATEWAY_ERRORS = (502, 503, 504)
 
@@ -119,9 +122,12 @@ class Client:
         limit: int = 100,
         offset: int = 0,
     ) -> schemas.Page[schemas.TrialSummary]:
-        """One page of a study's trials; ``sort`` is one of ``TRIAL_SORTS``."""
-        if sort not in TRIAL_SORTS:
-            raise ValueError(f"sort must be one of {', '.join(TRIAL_SORTS)}, not {sort!r}")
+        """One page of a study's trials; ``sort`` matches ``TRIAL_SORT``."""
+        if not TRIAL_SORT.fullmatch(sort):
+            raise ValueError(
+                "sort must be best, or number, value, duration or params.<name> "
+                f"with an optional leading '-', not {sort!r}"
+            )
         params = _query(status=status, sort=sort, limit=limit, offset=offset)
         path = f"/studies/{study_id}/trials"
         data = self._request("GET", path, params=params, missing=f"study {study_id} not found")

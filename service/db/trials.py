@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
-from sqlalchemy import func, nulls_last, select
+from sqlalchemy import extract, func, nulls_last, select
 from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.sql.elements import ColumnElement
 
 from foldwise.schemas import TrialStatus
 from service.db.models import FoldRunRow, TrialRow, utcnow
 
-TrialSort = Literal["number", "-number", "value", "-value", "best"]
+TrialSort = str
+"""`number`, `value`, `duration` or `params.<name>`, descending with a leading `-`; or `best`."""
+SORT_KEYS = ("number", "value", "duration")
+PARAM_PREFIX = "params."
 UNFINISHED = (TrialStatus.PENDING, TrialStatus.RUNNING)
 
 
@@ -48,23 +52,49 @@ def list_trials(
     status: TrialStatus | None = None,
     sort: TrialSort = "number",
     maximize: bool = False,
+    numeric: frozenset[str] = frozenset(),
     limit: int = 100,
     offset: int = 0,
 ) -> tuple[Sequence[TrialRow], int]:
+    """A page of trials and the count of all that match. `numeric` names the parameters that
+    sort as numbers (the others, categorical, sort as text); see `trial_order`."""
     query = select(TrialRow).where(TrialRow.study_id == study_id)
     if status is not None:
         query = query.where(TrialRow.status == status)
     count = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    if sort == "best":
-        sort = "-value" if maximize else "value"
-    order = {
-        "number": (TrialRow.number,),
-        "-number": (TrialRow.number.desc(),),
-        "value": (nulls_last(TrialRow.value.asc()), TrialRow.number),
-        "-value": (nulls_last(TrialRow.value.desc()), TrialRow.number),
-    }[sort]
+    order = trial_order(session, sort, maximize=maximize, numeric=numeric)
     rows = session.scalars(query.order_by(*order).limit(limit).offset(offset)).all()
     return rows, count
+
+
+def trial_order(
+    session: Session, sort: TrialSort, *, maximize: bool, numeric: frozenset[str]
+) -> tuple[Any, ...]:
+    """ORDER BY clauses for `sort` (checked by the caller); ties and missing values go last,
+    then by number. A conditional parameter a trial does not use is a missing value."""
+    if sort == "best":
+        sort = "-value" if maximize else "value"
+    descending = sort.startswith("-")
+    key = sort.removeprefix("-")
+    if key == "number":
+        return (TrialRow.number.desc() if descending else TrialRow.number,)
+    if key == "value":
+        column: ColumnElement = TrialRow.value
+    elif key == "duration":
+        column = _duration(session)
+    else:
+        name = key.removeprefix(PARAM_PREFIX)
+        field = TrialRow.params[name]
+        column = field.as_float() if name in numeric else field.as_string()
+    return (nulls_last(column.desc() if descending else column.asc()), TrialRow.number)
+
+
+def _duration(session: Session) -> ColumnElement:
+    """Seconds from start to finish, in the database's own date arithmetic."""
+    if session.get_bind().dialect.name == "sqlite":
+        days = func.julianday(TrialRow.finished_at) - func.julianday(TrialRow.started_at)
+        return days * 86400.0
+    return extract("epoch", TrialRow.finished_at - TrialRow.started_at)
 
 
 def get_trial(session: Session, study_id: int, number: int) -> TrialRow | None:

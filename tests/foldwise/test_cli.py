@@ -163,6 +163,9 @@ def test_trials_table_passes_filters(stub, make_trial):
     assert (query["sort"], query["status"], query["limit"]) == ("best", "completed", "2")
     assert "lr=0.01235 depth=2 act=relu" in result.stdout
     assert "2 of 9 trials" in result.stdout
+    result = runner.invoke(cli.app, ["trials", "7", "--sort=-params.lr", "--url", stub.url])
+    assert result.exit_code == 0, result.output
+    assert stub.requests[1].query["sort"] == "-params.lr"
 
 
 def test_best_without_a_completed_trial_fails(stub, make_study):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from fastapi.testclient import TestClient
 
 from foldwise.schemas import FoldStatus, TrialStatus
@@ -57,6 +59,36 @@ def test_list_sort_filter_and_page(api: TestClient) -> None:
     failed = api.get(url, params={"status": "failed"}).json()
     assert failed["count"] == 1 and failed["data"][0]["error"] == "fold 0: boom"
     assert api.get(url, params={"sort": "sideways"}).status_code == 422
+
+
+def test_sort_by_parameters_and_duration(api: TestClient) -> None:
+    study_id = api.post("/studies", json=study_spec()).json()["id"]
+    rows = [  # lr, depth, width_2 (only when depth >= 2), act, seconds from start to finish
+        ({"lr": 0.1, "depth": 1, "act": "tanh"}, 30),
+        ({"lr": 0.002, "depth": 3, "width_2": 128, "act": "relu"}, 5),
+        ({"lr": 0.03, "depth": 2, "width_2": 16, "act": "gelu"}, 3600),
+    ]
+    with api.app.state.sessions.begin() as session:
+        for number, (params, seconds) in enumerate(rows):
+            trial = trial_repo.create_trial(session, study_id, params, number=number)
+            trial_repo.finish_trial(session, trial, TrialStatus.COMPLETED, value=0.1 * number)
+            trial.finished_at = trial.started_at + timedelta(seconds=seconds)
+    url = f"/studies/{study_id}/trials"
+
+    def order(sort: str) -> list[int]:
+        response = api.get(url, params={"sort": sort})
+        assert response.status_code == 200, response.text
+        return [t["number"] for t in response.json()["data"]]
+
+    assert order("params.lr") == [1, 2, 0] and order("-params.lr") == [0, 2, 1]
+    assert order("params.depth") == [0, 2, 1]
+    assert order("params.act") == [2, 1, 0]  # categorical: as text
+    assert order("params.width_2") == [2, 1, 0] and order("-params.width_2") == [1, 2, 0]
+    assert order("duration") == [1, 0, 2] and order("-duration") == [2, 0, 1]
+    bad = api.get(url, params={"sort": "params.momentum"})
+    assert bad.status_code == 422
+    detail = bad.json()["detail"][0]
+    assert detail["loc"] == ["query", "sort"] and "params.lr" in detail["msg"]
 
 
 def test_best_trial_follows_the_direction(api: TestClient) -> None:

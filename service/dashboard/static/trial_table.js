@@ -20,6 +20,8 @@ export class TrialTable {
 
   get limit() { return Number(this.size.value); }
 
+  numeric(param) { return this.study.spec.space[param].type !== "categorical"; }
+
   move(step) {
     this.offset = Math.max(0, this.offset + step * this.limit);
     this.load();
@@ -40,15 +42,17 @@ export class TrialTable {
     };
     const head = el("tr", {}, sortable("#", "number", "num"), el("th", { text: "Status" }),
       sortable(`${this.study.spec.objective.metric} ± s.e.`, "value", "num"),
-      ...this.params.map((p) => el("th", { text: p })),
-      el("th", { class: "num", text: "Duration" }), el("th", { text: "Finished" }));
+      ...this.params.map((p) => sortable(p, `params.${p}`, this.numeric(p) ? "num" : "")),
+      sortable("Duration", "duration", "num"), el("th", { text: "Finished" }));
     document.querySelector("#trials thead").replaceChildren(head);
   }
 
   async load() {
     const query = new URLSearchParams({ sort: this.sort, limit: this.limit, offset: this.offset });
     if (this.status.value) query.set("status", this.status.value);
+    const request = (this.requests = (this.requests ?? 0) + 1);
     const page = await api(`/studies/${this.study.id}/trials?${query}`);
+    if (request !== this.requests) return; // a newer sort, filter or page is on its way
     this.count = page.count;
     const body = document.querySelector("#trials tbody");
     body.replaceChildren(...page.data.map((t) => this.row(t)));
@@ -67,7 +71,7 @@ export class TrialTable {
       el("td", { class: "num" }, el("a", { href: link, text: String(trial.number) })),
       el("td", {}, badge(trial.status)),
       el("td", { class: "num", title: trial.error ?? "", text: fmtValueSe(trial.value, trial.std_error) }),
-      ...this.params.map((p) => el("td", { class: typeof trial.params[p] === "number" ? "num" : "", text: trial.params[p] === undefined ? "—" : fmt(trial.params[p], 3) })),
+      ...this.params.map((p) => el("td", { class: this.numeric(p) ? "num" : "", text: trial.params[p] === undefined ? "—" : fmt(trial.params[p], 3) })),
       el("td", { class: "num", text: trial.started_at ? fmtDuration(secondsBetween(trial.started_at, trial.finished_at)) : "—" }),
       el("td", { text: fmtTime(trial.finished_at) }));
   }

@@ -96,6 +96,13 @@ def test_trial_table_sorts_filters_and_pages(page, dashboard: Dashboard) -> None
         f"document.querySelector('#trials tbody tr').dataset.trial == {best['data'][0]['number']}"
     )
     assert first.get_attribute("data-trial") == str(best["data"][0]["number"])
+    for _ in range(2):  # ascending, then descending
+        page.click("#trials th[data-sort='params.lr']")
+    by_lr = api.get(f"/studies/{dashboard.study_id}/trials", params={"sort": "-params.lr"}).json()
+    page.wait_for_selector("#trials th.sorted-desc[data-sort='params.lr']")
+    page.wait_for_function(
+        f"document.querySelector('#trials tbody tr').dataset.trial == {by_lr['data'][0]['number']}"
+    )
     page.select_option("#filter-status", "failed")
     page.wait_for_function(
         "document.querySelectorAll('#trials tbody tr .badge.completed').length == 0"
