@@ -13,6 +13,7 @@ Peers come from ``benchmarks/requirements-peers.txt``, never from the package:
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import sys
@@ -146,7 +147,8 @@ def parse_space(raw: dict[str, dict[str, Any]]) -> dict[str, Param]:
 def run_ours(name: str, problem: Problem, seed: int) -> tuple[list[float], float]:
     """Values in evaluation order, and mean seconds per suggestion (one trial at a time)."""
     space = parse_space(problem.space)
-    optimizer = create_optimizer(name, space, seed=seed, budget=problem.budget)
+    name, options = method_options(name)
+    optimizer = create_optimizer(name, space, seed=seed, budget=problem.budget, options=options)
     history: list[Observation] = []
     spent = 0.0
     for _ in range(problem.budget):
@@ -156,6 +158,16 @@ def run_ours(name: str, problem: Problem, seed: int) -> tuple[list[float], float
         spent += time.perf_counter() - start
         history.append(Observation(config, problem.objective(config), std_error=0.0))
     return [o.value for o in history], spent / problem.budget
+
+
+def method_options(method: str) -> tuple[str, dict[str, Any]]:
+    """``gp:n_initial=6:xi=0`` → ("gp", {"n_initial": 6, "xi": 0}), options as in a study spec."""
+    name, *items = method.split(":")
+    options: dict[str, Any] = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        options[key] = json.loads(value) if value[:1] in "-0123456789[{tf" else value
+    return name, options
 
 
 def run_peer(name: str, problem: Problem, seed: int) -> tuple[list[float], float]:
@@ -239,14 +251,15 @@ def quality(methods: list[str], chosen: list[Problem], seeds: int) -> dict:
     for problem in chosen:
         results[problem.name] = {}
         for method in methods:
-            runner = run_ours if method in OURS else run_peer
+            runner = run_ours if method_options(method)[0] in OURS else run_peer
             bests, times = [], []
             for seed in range(seeds):
                 values, per_suggestion = runner(method, problem, seed)
                 bests.append(min(values))
                 times.append(per_suggestion)
             results[problem.name][method] = (bests, statistics.mean(times))
-            log(f"{problem.name:16s} {method:18s} best {np.mean(bests):.4f}")
+            per_seed = np.round(bests, 5).tolist()
+            log(f"{problem.name:16s} {method:18s} best {np.mean(bests):.5f} per seed {per_seed}")
     return results
 
 

@@ -45,7 +45,8 @@ from optimizers.base import (
     int_option,
 )
 from optimizers.encoding import SpaceEncoding
-from optimizers.gp_model import ExactGP, Hyper, fit_hyper
+from optimizers.gp_model import Columns, ExactGP, Hyper, fit_hyper
+from optimizers.output_warp import WARPS, warp_losses
 from optimizers.sampling import config_key, sample_unique
 
 FIT_POINTS = 100
@@ -68,7 +69,9 @@ class GPOptimizer(BaseOptimizer):
     random candidates per acquisition search (more, up to 5000, while observations are few);
     ``restarts`` (1) extra random starts of the hyperparameter fit; ``max_points`` (1000) the
     most completed trials the model conditions on (the best half and the most recent rest),
-    which bounds the cost of a suggestion however long the study runs.
+    which bounds the cost of a suggestion however long the study runs; ``warp``
+    ("yeo-johnson") how losses are warped before the fit, or "none"
+    (:mod:`optimizers.output_warp`).
     """
 
     def configure(
@@ -80,6 +83,7 @@ class GPOptimizer(BaseOptimizer):
         candidates: int = 1000,
         restarts: int = 1,
         max_points: int = 1000,
+        warp: str = "yeo-johnson",
         **unknown: Any,
     ) -> None:
         super().configure(**unknown)
@@ -89,7 +93,10 @@ class GPOptimizer(BaseOptimizer):
         self.candidates = int_option("candidates", candidates, minimum=10)
         self.restarts = int_option("restarts", restarts, minimum=0)
         self.max_points = int_option("max_points", max_points, minimum=FIT_POINTS)
+        self.warp = choice_option("warp", warp, WARPS)
         self.encoding = SpaceEncoding(self.space)
+        widths = [c.stop - c.start for c in self.encoding.columns.values()]
+        self.columns = Columns.of_blocks(widths)  # one length-scale per parameter
 
     def suggest(self, count: int) -> list[dict[str, Any]]:
         count = check_count(count)
@@ -111,7 +118,7 @@ class GPOptimizer(BaseOptimizer):
         rows = keep_rows(y, self.max_points)
         X = self.encoding.encode([self.completed[i].params for i in rows])
         y, noise = y[rows], noise[rows]
-        hyper = fit_model(X, y, noise, self.restarts, rng)
+        hyper = fit_model(X, y, noise, self.restarts, rng, self.columns)
         believed = condition(hyper, X, y, noise)  # real results only: tells the lies
         # the incumbent is the best *predicted* result: a lucky noisy mean is not a target
         fitted = believed.predict(X)
@@ -159,12 +166,11 @@ class GPOptimizer(BaseOptimizer):
         return np.full(len(X), {"min": y.min(), "mean": y.mean(), "max": y.max()}[self.liar])
 
     def _targets(self) -> tuple[np.ndarray, np.ndarray]:
-        """Standardised penalised losses, and each point's noise variance in those units."""
-        y = penalize_failures(self.losses())
-        scale = float(y.std()) or 1.0
+        """Warped, standardised penalised losses, and each point's noise variance in those
+        units."""
         errors = np.array([(o.std_error or 0.0) if o.ok else 0.0 for o in self.completed])
         errors = np.nan_to_num(errors, nan=0.0, posinf=0.0)
-        return (y - y.mean()) / scale, (errors / scale) ** 2
+        return warp_losses(penalize_failures(self.losses()), errors, self.warp)
 
 
 def keep_rows(y: np.ndarray, limit: int) -> np.ndarray:
@@ -187,7 +193,12 @@ def penalize_failures(losses: np.ndarray) -> np.ndarray:
 
 
 def fit_model(
-    X: np.ndarray, y: np.ndarray, noise: np.ndarray, restarts: int, rng: np.random.Generator
+    X: np.ndarray,
+    y: np.ndarray,
+    noise: np.ndarray,
+    restarts: int,
+    rng: np.random.Generator,
+    columns: Columns | None = None,
 ) -> Hyper:
     """MAP hyperparameters: L-BFGS from the default and ``restarts`` random starts on at most
     ``FIT_POINTS`` rows (the best half and the most recent rest), then a few steps on all rows.
@@ -195,17 +206,17 @@ def fit_model(
     The default starts at length-scale 0.5; random starts stay in [0.05, 2] (longer ones mostly
     end in the flat "all noise" optimum) with a noise floor between 1e-4 and 1e-1.
     """
-    starts = [Hyper.default(X.shape[1]).theta]
+    starts = [Hyper.default(X.shape[1], columns).theta]
     for _ in range(restarts):
         start = starts[0].copy()
-        start[1:-1] = np.log(rng.uniform(0.05, 2.0, size=X.shape[1]))
+        start[1:-1] = np.log(rng.uniform(0.05, 2.0, size=len(start) - 2))
         start[-1] = np.log(10.0 ** rng.uniform(-4.0, -1.0))
         starts.append(start)
     rows = keep_rows(y, FIT_POINTS)
-    hyper = fit_hyper(X[rows], y[rows], noise[rows], starts, MAX_ITERATIONS)
+    hyper = fit_hyper(X[rows], y[rows], noise[rows], starts, MAX_ITERATIONS, columns)
     if len(rows) == len(y):
         return hyper
-    return fit_hyper(X, y, noise, [hyper.theta], POLISH_ITERATIONS)
+    return fit_hyper(X, y, noise, [hyper.theta], POLISH_ITERATIONS, columns)
 
 
 def condition(hyper: Hyper, X: np.ndarray, y: np.ndarray, noise: np.ndarray) -> ExactGP:

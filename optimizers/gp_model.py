@@ -1,12 +1,16 @@
 """A small exact Gaussian process with per-point noise, fitted fast enough to run every suggestion.
 
 The model is skopt's default for Bayesian optimisation (amplitude × Matérn 5/2 with one
-length-scale per column, plus a learned white-noise floor) with each point's own extra noise
+length-scale per parameter, plus a learned white-noise floor) with each point's own extra noise
 variance added on the diagonal, the role of the regressor's per-sample ``alpha``. sklearn's
 regressor refits through generic kernel objects and was the whole cost of a suggestion (0.4 s at
 100 points); here the log marginal likelihood and its gradient are a Cholesky factor and a few
 array products. Weak priors on the hyperparameters (as Optuna's GPSampler uses) keep the fit
 away from the degenerate "everything is noise" and "needle" optima on few points.
+
+A categorical parameter is k one-hot columns that share one length-scale, stretched by √2 so two
+different categories are one length-scale apart: the Hamming-distance kernel Optuna's GPSampler
+uses, with one hyperparameter per categorical instead of k.
 """
 
 from __future__ import annotations
@@ -26,22 +30,58 @@ NOISE_BOUNDS = (math.log(1e-6), math.log(1.0))
 
 
 @dataclass(frozen=True)
+class Columns:
+    """How encoded columns map to length-scales: ``group[c]`` is column c's length-scale and
+    ``stretch[c]`` a fixed factor on it (√2 for one-hot columns, 1 for numeric ones)."""
+
+    group: np.ndarray
+    stretch: np.ndarray
+
+    @classmethod
+    def independent(cls, width: int) -> Columns:
+        """One length-scale per column (the plain ARD kernel)."""
+        return cls(np.arange(width), np.ones(width))
+
+    @classmethod
+    def of_blocks(cls, widths: list[int]) -> Columns:
+        """One length-scale per block of columns; a block wider than one is one-hot."""
+        group = np.repeat(np.arange(len(widths)), widths)
+        stretch = np.concatenate([np.full(w, math.sqrt(2.0) if w > 1 else 1.0) for w in widths])
+        return cls(group, stretch)
+
+    @property
+    def scales(self) -> int:
+        return int(self.group.max()) + 1 if len(self.group) else 0
+
+
+@dataclass(frozen=True)
 class Hyper:
     """Log amplitude, log length-scales and log noise floor, packed as L-BFGS sees them."""
 
     theta: np.ndarray
+    columns: Columns | None = None
+    """None: one length-scale per column."""
 
     @classmethod
-    def default(cls, dims: int) -> Hyper:
-        return cls(np.array([0.0, *np.full(dims, math.log(0.5)), math.log(1e-2)]))
+    def default(cls, dims: int, columns: Columns | None = None) -> Hyper:
+        scales = dims if columns is None else columns.scales
+        return cls(np.array([0.0, *np.full(scales, math.log(0.5)), math.log(1e-2)]), columns)
 
     @property
     def amplitude(self) -> float:
         return float(np.exp(self.theta[0]))
 
     @property
-    def scales(self) -> np.ndarray:
+    def lengths(self) -> np.ndarray:
+        """The fitted length-scales, one per parameter (per column without ``columns``)."""
         return np.exp(self.theta[1:-1])
+
+    @property
+    def scales(self) -> np.ndarray:
+        """Each encoded column's effective length-scale."""
+        if self.columns is None:
+            return self.lengths
+        return self.lengths[self.columns.group] * self.columns.stretch
 
     @property
     def floor(self) -> float:
@@ -61,10 +101,14 @@ def scaled_distance(A: np.ndarray, B: np.ndarray, scales: np.ndarray) -> np.ndar
 
 
 def neg_log_posterior(
-    theta: np.ndarray, X: np.ndarray, y: np.ndarray, noise: np.ndarray
+    theta: np.ndarray,
+    X: np.ndarray,
+    y: np.ndarray,
+    noise: np.ndarray,
+    columns: Columns | None = None,
 ) -> tuple[float, np.ndarray]:
     """Negative log marginal likelihood minus log prior, and its gradient in ``theta``."""
-    hyper, n = Hyper(theta), len(y)
+    hyper, n = Hyper(theta, columns), len(y)
     r = scaled_distance(X, X, hyper.scales)
     decay = hyper.amplitude * np.exp(-SQRT5 * r)
     K = decay * (1.0 + SQRT5 * r + 5.0 / 3.0 * r**2)
@@ -84,7 +128,11 @@ def neg_log_posterior(
     # dK/dlog ℓ_k = G ∘ (x_ik − x_jk)² / ℓ_k²; the sum over pairs expands into products with X
     G = W * decay * (5.0 / 3.0) * (1.0 + SQRT5 * r)
     pair_sums = 2.0 * (G.sum(1) @ X**2 - (X * (G @ X)).sum(0))
-    grad[1:-1] = -0.5 * pair_sums / hyper.scales**2
+    per_column = -0.5 * pair_sums / hyper.scales**2
+    if columns is None:
+        grad[1:-1] = per_column
+    else:  # a shared length-scale moves all its columns
+        grad[1:-1] = np.bincount(columns.group, per_column, minlength=columns.scales)
     grad[-1] = -0.5 * np.trace(W) * hyper.floor
     prior, prior_grad = log_prior(hyper)
     return float(nll - prior), grad - prior_grad
@@ -93,23 +141,28 @@ def neg_log_posterior(
 def log_prior(hyper: Hyper) -> tuple[float, np.ndarray]:
     """Optuna GPSampler's priors: Gamma(2, 1) amplitude, Gamma(1.1, 30) noise, and a penalty
     ``0.1(ℓ² + ℓ⁻²)`` on each length-scale; with their gradients in log space."""
-    a, s, ell2 = hyper.amplitude, hyper.floor, hyper.scales**2
+    a, s, ell2 = hyper.amplitude, hyper.floor, hyper.lengths**2
     value = math.log(a) - a + 0.1 * math.log(s) - 30.0 * s - 0.1 * (ell2 + 1.0 / ell2).sum()
     grad = np.concatenate([[1.0 - a], -0.2 * (ell2 - 1.0 / ell2), [0.1 - 30.0 * s]])
     return float(value), grad
 
 
 def fit_hyper(
-    X: np.ndarray, y: np.ndarray, noise: np.ndarray, starts: list[np.ndarray], max_iter: int
+    X: np.ndarray,
+    y: np.ndarray,
+    noise: np.ndarray,
+    starts: list[np.ndarray],
+    max_iter: int,
+    columns: Columns | None = None,
 ) -> Hyper:
     """MAP hyperparameters by L-BFGS-B from each start; the best end point wins."""
-    bounds = [LOG_BOUNDS] * (X.shape[1] + 1) + [NOISE_BOUNDS]
+    bounds = [LOG_BOUNDS] * (len(starts[0]) - 1) + [NOISE_BOUNDS]
     best = None
     for start in starts:
         result = minimize(
             neg_log_posterior,
             np.clip(start, [b[0] for b in bounds], [b[1] for b in bounds]),
-            args=(X, y, noise),
+            args=(X, y, noise, columns),
             jac=True,
             method="L-BFGS-B",
             bounds=bounds,
@@ -117,7 +170,7 @@ def fit_hyper(
         )
         if best is None or result.fun < best.fun:
             best = result
-    return Hyper(best.x)
+    return Hyper(best.x, columns)
 
 
 class ExactGP:

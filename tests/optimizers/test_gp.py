@@ -48,7 +48,7 @@ def test_the_initial_design_counts_pending_trials(monkeypatch: pytest.MonkeyPatc
 
 
 def test_maximised_values_are_negated_and_fold_noise_is_scaled() -> None:
-    optimizer = GPOptimizer(PLANE, direction="maximize")
+    optimizer = GPOptimizer(PLANE, direction="maximize", warp="none")
     history = [observe({"x": 0.1, "y": 0.1}, 1.0), observe({"x": 0.2, "y": 0.1}, 3.0)]
     history.append(observe({"x": 0.3, "y": 0.1}, None))
     history[1] = type(history[1])(history[1].params, 3.0, std_error=0.5)
@@ -57,6 +57,10 @@ def test_maximised_values_are_negated_and_fold_noise_is_scaled() -> None:
     assert np.argsort(y).tolist() == [1, 0, 2]  # 3.0 is best, the failure is worst
     scale = np.std([-1.0, -3.0, -1.0 + 0.2])
     assert noise == pytest.approx([0.0, (0.5 / scale) ** 2, 0.0])
+    warped = GPOptimizer(PLANE, direction="maximize")  # the warp is tested on its own
+    warped.update(history, [])
+    y, noise = warped._targets()
+    assert np.argsort(y).tolist() == [1, 0, 2] and noise[1] > 0 and not noise[[0, 2]].any()
 
 
 @pytest.mark.parametrize("liar", ["believer", "min", "mean", "max"])

@@ -8,7 +8,15 @@ from scipy.optimize import approx_fprime
 from skopt.learning import GaussianProcessRegressor
 from skopt.learning.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
-from optimizers.gp_model import ExactGP, Hyper, fit_hyper, log_prior, neg_log_posterior
+from optimizers.gp_model import (
+    Columns,
+    ExactGP,
+    Hyper,
+    fit_hyper,
+    log_prior,
+    matern52,
+    neg_log_posterior,
+)
 
 THETA = np.array([0.3, -0.5, 0.1, -1.0, np.log(0.02)])
 
@@ -42,6 +50,23 @@ def test_the_gradient_is_exact(data) -> None:
     _, gradient = neg_log_posterior(THETA, X, y, noise)
     numeric = approx_fprime(THETA, lambda t: neg_log_posterior(t, X, y, noise)[0], 1e-7)
     assert gradient == pytest.approx(numeric, rel=1e-4, abs=1e-4)
+
+
+def test_a_categorical_shares_one_length_scale_and_its_gradient_is_exact(data) -> None:
+    X, y, noise = data
+    onehot = np.eye(3)[np.random.default_rng(2).integers(0, 3, len(X))]
+    X = np.hstack([X[:, :1], onehot])  # a numeric column, then a three-level categorical
+    columns = Columns.of_blocks([1, 3])
+    theta = np.array([0.3, -0.5, 0.2, np.log(0.02)])
+    hyper = Hyper(theta, columns)
+    assert hyper.scales == pytest.approx(np.exp([-0.5, 0.2, 0.2, 0.2]) * [1, *[np.sqrt(2)] * 3])
+    _, gradient = neg_log_posterior(theta, X, y, noise, columns)
+    numeric = approx_fprime(theta, lambda t: neg_log_posterior(t, X, y, noise, columns)[0], 1e-7)
+    assert gradient == pytest.approx(numeric, rel=1e-4, abs=1e-4)
+    # two different categories are one length-scale apart, like the Hamming kernel
+    a, b = np.array([[0.0, 1, 0, 0]]), np.array([[0.0, 0, 1, 0]])
+    model = ExactGP(hyper, X, y, noise)
+    assert model._kernel(a, b)[0, 0] == pytest.approx(hyper.amplitude * matern52(np.exp(-0.2)))
 
 
 def test_predictions_are_skopts_without_the_noise(data) -> None:

@@ -1,0 +1,62 @@
+import numpy as np
+import pytest
+from scipy.stats import yeojohnson
+
+from optimizers.output_warp import warp_losses, yeo_johnson_slope
+
+# validation losses of a small MLP: most runs train, two learning rates diverge
+DIVERGING = np.array([0.121, 0.134, 0.19, 0.47, 0.128, 45.9, 3.72, 0.252, 0.143, 1.87])
+
+
+@pytest.mark.parametrize("losses", [DIVERGING, -DIVERGING, DIVERGING - 1.0])
+def test_the_warp_keeps_the_order_and_standardises(losses):
+    z, _ = warp_losses(losses, np.zeros(len(losses)))
+    assert np.array_equal(np.argsort(z), np.argsort(losses))
+    assert z.mean() == pytest.approx(0.0, abs=1e-12)
+    assert z.std() == pytest.approx(1.0)
+
+
+def test_the_warp_pulls_in_a_diverged_run_so_good_runs_stay_apart():
+    plain, _ = warp_losses(DIVERGING, np.zeros(len(DIVERGING)), "none")
+    warped, _ = warp_losses(DIVERGING, np.zeros(len(DIVERGING)))
+    best, second = np.argsort(DIVERGING)[:2]
+    # unwarped, the one diverged run is the whole variance and the best runs look identical
+    assert plain[second] - plain[best] < 0.001
+    assert warped[second] - warped[best] > 10 * (plain[second] - plain[best])
+    assert warped.max() < plain.max()
+
+
+def test_no_warp_is_plain_standardisation():
+    errors = np.linspace(0.0, 0.05, len(DIVERGING))
+    z, noise = warp_losses(DIVERGING, errors, "none")
+    spread = DIVERGING.std()
+    assert np.allclose(z, (DIVERGING - DIVERGING.mean()) / spread)
+    assert np.allclose(noise, (errors / spread) ** 2)
+
+
+@pytest.mark.parametrize("losses", [DIVERGING, 1.0 - DIVERGING])
+def test_fold_errors_follow_the_warp_by_its_slope(losses):
+    """se_warped = ψ'(y)·se: nudging one loss (λ and the scales held) moves its warped value by
+    the slope the noise was scaled with."""
+    errors = np.full(len(losses), 0.01)
+    _, noise = warp_losses(losses, errors)
+    spread = losses.std()
+    warped, lam = yeojohnson(losses / spread)
+    step = 1e-7
+    for i in range(len(losses)):
+        nudged = yeojohnson((losses[i] + step) / spread, lam)
+        slope = (nudged - warped[i]) / step
+        assert np.sqrt(noise[i]) == pytest.approx(slope * 0.01 / warped.std(), rel=1e-4)
+
+
+def test_the_slope_of_yeo_johnson_matches_finite_differences_on_both_signs():
+    x = np.array([-3.0, -0.4, 0.0, 0.7, 5.0])
+    for lam in (-1.5, 0.0, 0.5, 1.0, 2.0, 2.7):
+        step = 1e-7
+        numeric = (yeojohnson(x + step, lam) - yeojohnson(x - step, lam)) / (2 * step)
+        assert np.allclose(yeo_johnson_slope(x, lam), numeric, rtol=1e-5)
+
+
+def test_equal_losses_give_a_flat_target():
+    z, noise = warp_losses(np.full(4, 0.3), np.full(4, 0.01))
+    assert not z.any() and not noise.any()
