@@ -166,7 +166,10 @@ def method_options(method: str) -> tuple[str, dict[str, Any]]:
     options: dict[str, Any] = {}
     for item in items:
         key, _, value = item.partition("=")
-        options[key] = json.loads(value) if value[:1] in "-0123456789[{tf" else value
+        try:
+            options[key] = json.loads(value)  # numbers, true/false, lists
+        except json.JSONDecodeError:
+            options[key] = value  # a bare word: a string
     return name, options
 
 

@@ -2,9 +2,10 @@
 
 The model sees configurations through :class:`~optimizers.encoding.SpaceEncoding` (unit
 numeric columns, one-hot categories, inactive parameters at a fixed centre value) and losses
-standardised to zero mean and unit variance. The GP (:mod:`optimizers.gp_model`) has skopt's
-default kernel for this use (constant × Matérn 5/2 with one length-scale per column) plus a
-learned white-noise floor; each trial's fold standard error enters as its own extra noise, so
+warped against diverged trials (:mod:`optimizers.output_warp`) and standardised. The GP
+(:mod:`optimizers.gp_model`) has skopt's default kernel for this use (constant × Matérn 5/2,
+one length-scale per parameter, a categorical's one-hot columns sharing theirs) plus a learned
+white-noise floor; each trial's fold standard error enters as its own extra noise, so
 trials whose folds disagree pull the model less. skopt's ``gaussian_ei`` scores candidates.
 
 Failed trials are told as a penalty: the worst successful loss plus a tenth of the spread of
