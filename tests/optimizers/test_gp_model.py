@@ -29,17 +29,20 @@ def data() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return X, (y - y.mean()) / y.std(), rng.random(25) * 0.05
 
 
-def skopt_model(hyper: Hyper, noise: np.ndarray) -> GaussianProcessRegressor:
+def skopt_model(
+    hyper: Hyper, X: np.ndarray, y: np.ndarray, noise: np.ndarray
+) -> GaussianProcessRegressor:
+    """skopt's regressor with the same kernel and hyperparameters, conditioned on the data."""
     kernel = ConstantKernel(hyper.amplitude) * Matern(hyper.scales, nu=2.5)
-    return GaussianProcessRegressor(kernel + WhiteKernel(hyper.floor), alpha=noise + 1e-8)
+    model = GaussianProcessRegressor(kernel + WhiteKernel(hyper.floor), alpha=noise + 1e-8)
+    model.optimizer = None  # keep the given hyperparameters
+    return model.fit(X, y)
 
 
 def test_the_likelihood_is_skopts(data) -> None:
     X, y, noise = data
     hyper = Hyper(THETA)
-    reference = skopt_model(hyper, noise)
-    reference.optimizer = None
-    reference.fit(X, y)
+    reference = skopt_model(hyper, X, y, noise)
     ours, _ = neg_log_posterior(THETA, X, y, noise)
     prior, _ = log_prior(hyper)
     assert -(ours + prior) == pytest.approx(reference.log_marginal_likelihood_value_, rel=1e-9)
@@ -72,9 +75,7 @@ def test_a_categorical_shares_one_length_scale_and_its_gradient_is_exact(data) -
 def test_predictions_are_skopts_without_the_noise(data) -> None:
     X, y, noise = data
     hyper = Hyper(THETA)
-    reference = skopt_model(hyper, noise)
-    reference.optimizer = None
-    reference.fit(X, y)
+    reference = skopt_model(hyper, X, y, noise)
     Z = np.random.default_rng(1).random((7, 3))
     mean, std = ExactGP(hyper, X, y, noise).predict(Z, return_std=True)
     ref_mean, ref_std = reference.predict(Z, return_std=True)
