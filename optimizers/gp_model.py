@@ -38,11 +38,6 @@ class Columns:
     stretch: np.ndarray
 
     @classmethod
-    def independent(cls, width: int) -> Columns:
-        """One length-scale per column (the plain ARD kernel)."""
-        return cls(np.arange(width), np.ones(width))
-
-    @classmethod
     def of_blocks(cls, widths: list[int]) -> Columns:
         """One length-scale per block of columns; a block wider than one is one-hot."""
         group = np.repeat(np.arange(len(widths)), widths)
