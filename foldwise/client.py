@@ -278,19 +278,31 @@ class Study:
         timeout: float | None = None,
         poll: float = 2.0,
         on_update: Callable[[Study], None] | None = None,
+        outage: float = 60.0,
     ) -> Study:
         """Poll every ``poll`` seconds until the study is completed, stopped or failed.
 
         ``on_update`` is called with this handle after every poll (to drive a progress bar).
-        Raises ``TimeoutError`` if the study is still going after ``timeout`` seconds.
+        Raises ``TimeoutError`` if the study is still going after ``timeout`` seconds. The
+        service may restart under a long study (it resumes the study from its database), so
+        ``ServiceUnavailable`` is raised only once it has been unreachable for ``outage``
+        seconds in a row.
         """
         deadline = math.inf if timeout is None else time.monotonic() + timeout
+        down_since: float | None = None
         while True:
-            self.refresh()
-            if on_update is not None:
-                on_update(self)
-            if self.status.finished:
-                return self
+            try:
+                self.refresh()
+            except ServiceUnavailable:
+                down_since = time.monotonic() if down_since is None else down_since
+                if time.monotonic() - down_since >= outage:
+                    raise
+            else:
+                down_since = None
+                if on_update is not None:
+                    on_update(self)
+                if self.status.finished:
+                    return self
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 progress = self.data.progress

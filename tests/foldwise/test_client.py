@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import yaml
 
 import foldwise
-from foldwise import Client, InvalidSpec, NotFound, ServiceUnavailable
+from foldwise import Client, InvalidSpec, NotFound, ServiceUnavailable, schemas
 from foldwise.client import load_spec, trial_rows
 from foldwise.errors import ApiError, FoldwiseError
 from foldwise.schemas import StudyStatus, TrialSummary
@@ -196,6 +198,52 @@ def test_wait_raises_timeout_error(stub, make_study):
         study = client.get_study(7)
         with pytest.raises(TimeoutError, match="study 7 is still running after 0.05 s"):
             study.wait(timeout=0.05, poll=0.01)
+
+
+def test_wait_rides_out_a_service_restart(dead_url, make_study):
+    """Nothing listens at first (the service is restarting); then it answers again."""
+    port = int(dead_url.rsplit(":", 1)[1])
+    body = json.dumps(make_study(status="completed")).encode()
+
+    class Restarted(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    servers = []
+
+    def come_back() -> None:
+        servers.append(ThreadingHTTPServer(("127.0.0.1", port), Restarted))
+        servers[0].serve_forever(0.02)
+
+    with Client(dead_url) as client:
+        study = foldwise.Study(client, schemas.Study.model_validate(make_study()))
+        threading.Timer(0.5, come_back).start()
+        try:
+            assert study.wait(poll=0.05, outage=30).status is StudyStatus.COMPLETED
+        finally:
+            while not servers:
+                time.sleep(0.05)
+            servers[0].shutdown()
+            servers[0].server_close()
+
+
+def test_wait_gives_up_after_the_outage(stub, make_study):
+    answers = iter([(200, make_study(status="running"))])
+    stub.handle = lambda request: next(answers, (503, {"detail": "restarting"}))
+    with Client(stub.url) as client:
+        study = client.get_study(7)
+        started = time.monotonic()
+        with pytest.raises(ServiceUnavailable, match="HTTP 503"):
+            study.wait(poll=0.02, outage=0.3)
+    assert time.monotonic() - started >= 0.3
+    assert len(stub.requests) > 3  # it kept asking through the outage
 
 
 def test_best_trial_stop_and_trial_read_fresh(stub, make_study, make_trial):
