@@ -329,15 +329,17 @@ def time_pages(base: str, study_id: int, repeats: int) -> list[tuple[str, float]
 
     rows: list[tuple[str, float]] = []
     with sync_playwright() as playwright:
+        best = httpx.get(f"{base}/studies/{study_id}").json()["best_trial"]["number"]
+        pages = {
+            "studies page": "/dashboard",
+            "study page": f"/dashboard/studies/{study_id}",
+            "trial page": f"/dashboard/studies/{study_id}/trials/{best}",
+        }
         launched = []
         for _ in range(3):  # the first page a just-started browser opens: its own start-up too
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            launched.append(
-                _load(
-                    browser.new_page(viewport=VIEWPORT, base_url=base),
-                    f"/dashboard/studies/{study_id}",
-                )
-            )
+            page = browser.new_page(viewport=VIEWPORT, base_url=base)
+            launched.append(_load(page, pages["study page"]))
             browser.close()
         rows.append(
             ("study page, first page of a just-started browser", statistics.median(launched))
@@ -346,15 +348,12 @@ def time_pages(base: str, study_id: int, repeats: int) -> list[tuple[str, float]
         page = browser.new_page(viewport=VIEWPORT, base_url=base)
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
-        best = httpx.get(f"{base}/studies/{study_id}").json()["best_trial"]["number"]
-        pages = {
-            "studies page": "/dashboard",
-            "study page": f"/dashboard/studies/{study_id}",
-            "trial page": f"/dashboard/studies/{study_id}/trials/{best}",
-        }
         _load(page, pages["studies page"])  # the browser itself warm, as a user's is
         rows.append(
-            ("study page, first visit (empty cache)", _first_visit(browser, base, pages, repeats))
+            (
+                "study page, first visit (empty cache)",
+                _first_visit(browser, base, pages["study page"], repeats),
+            )
         )
         for name, path in pages.items():
             rows.append((name, statistics.median(_load(page, path) for _ in range(repeats))))
@@ -369,12 +368,12 @@ def time_pages(base: str, study_id: int, repeats: int) -> list[tuple[str, float]
     return rows
 
 
-def _first_visit(browser: Any, base: str, pages: dict[str, str], repeats: int) -> float:
+def _first_visit(browser: Any, base: str, path: str, repeats: int) -> float:
     """Median study-page load in fresh contexts (empty HTTP cache, nothing compiled)."""
     times = []
     for _ in range(repeats):
         context = browser.new_context(viewport=VIEWPORT, base_url=base)
-        times.append(_load(context.new_page(), pages["study page"]))
+        times.append(_load(context.new_page(), path))
         context.close()
     return statistics.median(times)
 

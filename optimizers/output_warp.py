@@ -35,10 +35,10 @@ def warp_losses(
     ``losses`` are finite (failed trials already penalised); ``errors`` their standard errors
     (0 where unknown).
     """
-    if float(losses.std()) == 0.0:
+    spread = float(losses.std())
+    if spread == 0.0:
         return np.zeros_like(losses), np.zeros_like(losses)
     if warp == "yeo-johnson":
-        spread = float(losses.std())
         x, lam = yeojohnson(losses / spread)
         slope = yeo_johnson_slope(losses / spread, lam) / spread
     else:
