@@ -46,9 +46,20 @@ def run_online() -> None:
 
 
 def _run_with(connection: Connection) -> None:
-    _configure(connection=connection)
-    with context.begin_transaction():
-        context.run_migrations()
+    # SQLite rebuilds a table to alter it (copy, drop, rename): with foreign keys enforced, the
+    # drop would cascade into the child tables. The pragma only takes outside a transaction.
+    sqlite = connection.dialect.name == "sqlite"
+    if sqlite:
+        connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+        connection.commit()
+    try:
+        _configure(connection=connection)
+        with context.begin_transaction():
+            context.run_migrations()
+    finally:
+        if sqlite:
+            connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+            connection.commit()
 
 
 if context.is_offline_mode():

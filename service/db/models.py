@@ -20,6 +20,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
 
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
 
@@ -36,6 +37,27 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every backend.
+
+    PostgreSQL keeps the zone; SQLite keeps none, so values are stored as UTC and read back with
+    UTC attached. A naive value is taken to be UTC already.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None or value.tzinfo is None:
+            return value
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None or value.tzinfo is not None:
+            return value
+        return value.replace(tzinfo=UTC)
+
+
 def _status(enum: type[StrEnum]) -> Enum:
     # Stored as plain strings: adding a state later needs no ALTER TYPE on PostgreSQL.
     return Enum(enum, native_enum=False, length=16, values_callable=lambda e: [m.value for m in e])
@@ -43,11 +65,12 @@ def _status(enum: type[StrEnum]) -> Enum:
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map = {datetime: DateTime(timezone=True), dict[str, Any]: JSON}
+    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON}
 
 
 class StudyRow(Base):
     __tablename__ = "studies"
+    __table_args__ = {"sqlite_autoincrement": True}  # ids of deleted studies are never reused
 
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(200))
@@ -58,6 +81,9 @@ class StudyRow(Base):
     finished_at: Mapped[datetime | None]
     error: Mapped[str | None] = mapped_column(Text)
     stop_requested: Mapped[bool] = mapped_column(default=False)
+    revision: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Bumped in the same transaction as every change to the study, its trials, folds or
+    epochs: readers compare it to know whether what they hold is current (ETags, caches)."""
 
     trials: Mapped[list[TrialRow]] = relationship(
         back_populates="study", cascade="all, delete-orphan", passive_deletes=True
@@ -70,6 +96,7 @@ class TrialRow(Base):
         UniqueConstraint("study_id", "number"),
         Index("ix_trials_study_id_status", "study_id", "status"),
         Index("ix_trials_study_id_value", "study_id", "value"),
+        {"sqlite_autoincrement": True},
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
