@@ -115,7 +115,13 @@ def serve(
         prepare_database(settings.database_url, upgrade=settings.upgrade_db)
     except OutdatedSchema as exc:
         fail(str(exc))
-    uvicorn.run(create_app, factory=True, host=settings.host, port=settings.port)
+    uvicorn.run(
+        create_app,
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        access_log=settings.access_log,
+    )
 
 
 @app.command()

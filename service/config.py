@@ -25,6 +25,19 @@ class Settings(BaseSettings):
     scheduler_enabled: bool = Field(True, description="Run studies; off for a read-only API")
     poll_seconds: float = Field(1.0, gt=0, description="How often the scheduler looks for work")
     artifact_dir: Path = Path("./foldwise-artifacts")
+    api_db_connections: int = Field(
+        32, ge=1, le=256, description="Database work the API runs at once (its pool's size)"
+    )
+    scheduler_db_connections: int = Field(
+        4, ge=1, le=256, description="Database work the scheduler runs at once (its own pool)"
+    )
+    max_body_bytes: int = Field(
+        1_048_576, ge=1024, description="Largest request body accepted; larger is a 413"
+    )
+    read_cache_bytes: int = Field(
+        32 * 1024 * 1024, ge=0, description="Memory for serialised answers to repeated reads"
+    )
+    access_log: bool = Field(False, description="Log every request (uvicorn's access log)")
 
 
 @lru_cache

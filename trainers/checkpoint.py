@@ -24,9 +24,14 @@ MODEL_FILE = "model.pt"
 """The fold's trained model: {task, params, fold, epoch, metrics, state_dict}."""
 
 
+def study_artifact_dir(root: str | Path, study_id: int) -> Path:
+    """Where every artifact of one study lives, under the artifact root."""
+    return Path(root) / f"study-{study_id}"
+
+
 def fold_artifact_dir(root: str | Path, study_id: int, trial_number: int, fold: int) -> Path:
     """Where one fold of one trial keeps its checkpoint and model, under the artifact root."""
-    return Path(root) / f"study-{study_id}" / f"trial-{trial_number}" / f"fold-{fold}"
+    return study_artifact_dir(root, study_id) / f"trial-{trial_number}" / f"fold-{fold}"
 
 
 def job_fingerprint(job: FoldJob) -> str:

@@ -1,45 +1,82 @@
-"""Dependencies of the routes, as ``Annotated`` aliases."""
+"""Dependencies of the routes, as ``Annotated`` aliases, and the lookups routes share.
+
+Routes are ``async def`` and do their database work through ``DbDep`` (a ``SessionRunner``): one
+short session per unit of work on a bounded worker thread, never a session held across an
+``await``. Ids and offsets are bounded to what a 64-bit SQL integer holds, so an out-of-range
+number is a 422 naming it rather than a driver overflow.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
 
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import Depends, HTTPException, Path, Query, Request, status
+from pydantic import AfterValidator
 from sqlalchemy.orm import Session
 
 from service.config import Settings
 from service.db import studies as study_repo
-from service.db.models import StudyRow
+from service.db import trials as trial_repo
+from service.db.engine import SessionRunner
+from service.db.models import StudyRow, TrialRow
 
 if TYPE_CHECKING:
     from service.scheduler.scheduler import Scheduler
 
-
-def get_session(request: Request) -> Iterator[Session]:
-    """One session per request; routes that write commit explicitly."""
-    with request.app.state.sessions() as session:
-        yield session
+MAX_ID = 2**63 - 1
+"""The largest id, number or offset a request may name: SQL's BIGINT."""
 
 
-def get_settings(request: Request) -> Settings:
+async def get_db(request: Request) -> SessionRunner:
+    return request.app.state.db
+
+
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def get_scheduler(request: Request) -> Scheduler | None:
+async def get_scheduler(request: Request) -> Scheduler | None:
     return request.app.state.scheduler
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+DbDep = Annotated[SessionRunner, Depends(get_db)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SchedulerDep = Annotated["Scheduler | None", Depends(get_scheduler)]
 
+StudyId = Annotated[int, Path(ge=1, le=MAX_ID, description="The study's id")]
+TrialNumber = Annotated[int, Path(ge=0, le=MAX_ID, description="The trial's number in its study")]
+Offset = Annotated[int, Query(ge=0, le=MAX_ID, description="Rows to skip")]
+Limit = Annotated[int, Query(ge=1, le=1000, description="Rows to return at most")]
 
-def get_study_or_404(study_id: int, session: SessionDep) -> StudyRow:
+
+def _as_utc(value: datetime) -> datetime:
+    """A naive datetime is read as UTC; an aware one is converted to UTC."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError as exc:
+        raise ValueError("the datetime is out of range once converted to UTC") from exc
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_as_utc)]
+
+
+def study_or_404(session: Session, study_id: int) -> StudyRow:
     study = study_repo.get_study(session, study_id)
     if study is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"study {study_id} not found")
     return study
 
 
-StudyDep = Annotated[StudyRow, Depends(get_study_or_404)]
+def trial_or_404(
+    session: Session, study_id: int, number: int, *, with_folds: bool = True
+) -> TrialRow:
+    """The trial, by default with its fold runs and their epochs loaded."""
+    trial = trial_repo.get_trial(session, study_id, number, with_folds=with_folds)
+    if trial is None:
+        raise HTTPException(
+            status.HTTP_404_NOT_FOUND, f"trial {number} of study {study_id} not found"
+        )
+    return trial

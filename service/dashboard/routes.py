@@ -25,18 +25,18 @@ router = APIRouter(prefix="/dashboard", tags=["dashboard"], include_in_schema=Fa
 
 
 @router.get("", response_class=HTMLResponse)
-def studies_page(request: Request) -> HTMLResponse:
+async def studies_page(request: Request) -> HTMLResponse:
     return templates.TemplateResponse(request, "studies.html", {"title": "Studies"})
 
 
 @router.get("/studies/{study_id}", response_class=HTMLResponse)
-def study_page(request: Request, study_id: int) -> HTMLResponse:
+async def study_page(request: Request, study_id: int) -> HTMLResponse:
     context = {"title": f"Study {study_id}", "study_id": study_id}
     return templates.TemplateResponse(request, "study.html", context)
 
 
 @router.get("/studies/{study_id}/trials/{number}", response_class=HTMLResponse)
-def trial_page(request: Request, study_id: int, number: int) -> HTMLResponse:
+async def trial_page(request: Request, study_id: int, number: int) -> HTMLResponse:
     context = {
         "title": f"Trial {number} · study {study_id}",
         "study_id": study_id,

@@ -80,6 +80,20 @@ def mark_lost_fold_runs(session: Session, study_id: int) -> int:
     return result.rowcount or 0
 
 
+def close_open_fold_runs(session: Session, trial_ids: Sequence[int]) -> int:
+    """Fold runs of these trials still ``running``: mark them cancelled, as their trial has
+    ended (a fold cancelled while its record was being created is one)."""
+    if not trial_ids:
+        return 0
+    result = session.execute(
+        update(FoldRunRow)
+        .where(FoldRunRow.trial_id.in_(trial_ids), FoldRunRow.status == FoldStatus.RUNNING)
+        .values(status=FoldStatus.CANCELLED, finished_at=utcnow(), error="its trial ended first")
+        .execution_options(synchronize_session=False)
+    )
+    return result.rowcount or 0
+
+
 def fold_runs_of(session: Session, trial_id: int) -> Sequence[FoldRunRow]:
     query = select(FoldRunRow).where(FoldRunRow.trial_id == trial_id)
     return session.scalars(query.order_by(FoldRunRow.fold, FoldRunRow.attempt)).all()

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, func, select, union_all, update
+from sqlalchemy.orm import Session, aliased
+from sqlalchemy.sql import Select
 
 from foldwise.schemas import StudyStatus, TrialStatus
 from foldwise.spec import StudySpec
@@ -24,6 +26,35 @@ def create_study(session: Session, spec: StudySpec) -> StudyRow:
 
 def get_study(session: Session, study_id: int) -> StudyRow | None:
     return session.get(StudyRow, study_id)
+
+
+def touch_study(session: Session, study_id: int) -> None:
+    """Mark the study changed, in the caller's transaction: readers holding an older revision
+    (an ETag, a cached response) know they must read again."""
+    session.execute(
+        update(StudyRow)
+        .where(StudyRow.id == study_id)
+        .values(revision=StudyRow.revision + 1)
+        .execution_options(synchronize_session=False)
+    )
+
+
+def study_revision(db: Session | Connection, study_id: int) -> int | None:
+    """The study's revision, or None when there is no such study (a Core query: it runs on a
+    bare connection too)."""
+    return db.scalar(select(StudyRow.revision).where(StudyRow.id == study_id))
+
+
+def catalog_fingerprint(db: Session | Connection) -> tuple[int, int, int]:
+    """(count, largest id, sum of revisions) of all studies: it changes whenever a study is
+    created, deleted or changed, since ids only grow and revisions only go up."""
+    query = select(
+        func.count(),
+        func.coalesce(func.max(StudyRow.id), 0),
+        func.coalesce(func.sum(StudyRow.revision), 0),
+    )
+    count, largest, revisions = db.execute(query).one()
+    return int(count), int(largest), int(revisions)
 
 
 def list_studies(
@@ -58,21 +89,38 @@ def count_trials_by_status(
 
 
 def best_trials(session: Session, studies: Sequence[StudyRow]) -> dict[int, TrialRow]:
-    """The best completed trial of each study, in its own direction (one query per study)."""
-    best: dict[int, TrialRow] = {}
-    for study in studies:
-        maximize = study.spec["objective"]["direction"] == "maximize"
-        order = TrialRow.value.desc() if maximize else TrialRow.value.asc()
-        query = (
-            select(TrialRow)
-            .where(TrialRow.study_id == study.id, TrialRow.status == TrialStatus.COMPLETED)
-            .order_by(order, TrialRow.number)
-            .limit(1)
+    """The best completed trial of each study, in its own direction, in one query: a correlated
+    ``ORDER BY value LIMIT 1`` per study, so each is one walk of ``ix_trials_study_id_value``."""
+    ids: list[Any] = []
+    for maximize in (False, True):
+        chosen = [s.id for s in studies if _maximizes(s) is maximize]
+        if chosen:
+            ids.append(_best_trial_ids(chosen, maximize=maximize))
+    if not ids:
+        return {}
+    query = select(TrialRow).where(TrialRow.id.in_(union_all(*ids).scalar_subquery()))
+    return {row.study_id: row for row in session.scalars(query)}
+
+
+def _best_trial_ids(study_ids: list[int], *, maximize: bool) -> Select[Any]:
+    trial = aliased(TrialRow)
+    best = (
+        select(trial.id)
+        .where(
+            trial.study_id == StudyRow.id,
+            trial.status == TrialStatus.COMPLETED,
+            trial.value.is_not(None),
         )
-        row = session.scalars(query).first()
-        if row is not None:
-            best[study.id] = row
-    return best
+        .order_by(trial.value.desc() if maximize else trial.value.asc(), trial.number)
+        .limit(1)
+        .correlate(StudyRow)
+        .scalar_subquery()
+    )
+    return select(best).where(StudyRow.id.in_(study_ids))
+
+
+def _maximizes(study: StudyRow) -> bool:
+    return study.spec["objective"]["direction"] == "maximize"
 
 
 def mark_study(

@@ -97,13 +97,13 @@ def _duration(session: Session) -> ColumnElement:
     return extract("epoch", TrialRow.finished_at - TrialRow.started_at)
 
 
-def get_trial(session: Session, study_id: int, number: int) -> TrialRow | None:
-    """A trial with its fold runs and their epochs loaded."""
-    query = (
-        select(TrialRow)
-        .where(TrialRow.study_id == study_id, TrialRow.number == number)
-        .options(selectinload(TrialRow.fold_runs).selectinload(FoldRunRow.epochs))
-    )
+def get_trial(
+    session: Session, study_id: int, number: int, *, with_folds: bool = True
+) -> TrialRow | None:
+    """A trial, by default with its fold runs and their epochs loaded."""
+    query = select(TrialRow).where(TrialRow.study_id == study_id, TrialRow.number == number)
+    if with_folds:
+        query = query.options(selectinload(TrialRow.fold_runs).selectinload(FoldRunRow.epochs))
     return session.scalars(query).first()
 
 
@@ -127,6 +127,26 @@ def unfinished_trials(session: Session, study_id: int) -> Sequence[TrialRow]:
         .order_by(TrialRow.number)
     )
     return session.scalars(query).all()
+
+
+def commonest_error(session: Session, study_id: int) -> str | None:
+    """The error text most failed trials of the study share."""
+    query = (
+        select(TrialRow.error)
+        .where(TrialRow.study_id == study_id, TrialRow.status == TrialStatus.FAILED)
+        .group_by(TrialRow.error)
+        .order_by(func.count().desc(), TrialRow.error)
+        .limit(1)
+    )
+    return session.scalar(query)
+
+
+def fail_unfinished_trials(session: Session, study_id: int, *, error: str) -> list[int]:
+    """Mark the study's pending and running trials failed with ``error``; returns their ids."""
+    trials = unfinished_trials(session, study_id)
+    for trial in trials:
+        finish_trial(session, trial, TrialStatus.FAILED, error=error)
+    return [trial.id for trial in trials]
 
 
 def finish_trial(

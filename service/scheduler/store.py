@@ -1,25 +1,26 @@
-"""The scheduler's database writes, each its own short transaction run off the event loop.
+"""The scheduler's database reads and writes, each its own short transaction off the event loop.
 
 The scheduler is the only writer of trial and fold state (DESIGN §7); every state change it
-makes goes through here, so the database is always the whole truth a restart needs.
+makes goes through here, so the database is always the whole truth a restart needs. Every write
+also bumps the study's revision in the same transaction, so readers know their copy is old.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
 from optimizers.base import Observation
 from service.db import fold_runs as fold_repo
 from service.db import studies as study_repo
 from service.db import trials as trial_repo
+from service.db.engine import SessionRunner
 from service.db.models import StudyRow, TrialRow, utcnow
 
 T = TypeVar("T")
@@ -40,23 +41,23 @@ class StudyStart:
 
 
 class SchedulerStore:
-    """`artifact_dir`: where fold checkpoints and models go (shared storage on a cluster)."""
+    """`db` runs each unit of work in its own transaction (the scheduler's own connections);
+    `artifact_dir`: where fold checkpoints and models go (shared storage on a cluster)."""
 
-    def __init__(
-        self, sessions: sessionmaker[Session], *, artifact_dir: Path | None = None
-    ) -> None:
-        self._sessions = sessions
+    def __init__(self, db: SessionRunner, *, artifact_dir: Path | None = None) -> None:
+        self._db = db
         self.artifact_dir = artifact_dir
 
-    async def _run(self, work: Callable[[Session], T]) -> T:
-        def transaction() -> T:
-            with self._sessions.begin() as session:
-                return work(session)
+    async def _write(self, study_id: int, work: Callable[[Session], T]) -> T:
+        def changed(session: Session) -> T:
+            result = work(session)
+            study_repo.touch_study(session, study_id)
+            return result
 
-        return await asyncio.to_thread(transaction)
+        return await self._db.write(changed)
 
     async def active_study_ids(self) -> list[int]:
-        return await self._run(study_repo.active_study_ids)
+        return await self._db.read(study_repo.active_study_ids)
 
     async def begin_study(self, study_id: int) -> StudyStart:
         """Mark the study running, mark fold runs a dead service left as lost, and return the
@@ -70,14 +71,14 @@ class SchedulerStore:
             handles = [TrialHandle(t.id, t.number, t.params) for t in unfinished]
             return StudyStart(study.spec, handles, study.started_at or utcnow())
 
-        return await self._run(work)
+        return await self._write(study_id, work)
 
     async def stop_requested(self, study_id: int) -> bool:
         def work(session: Session) -> bool:
             study = session.get(StudyRow, study_id)
             return study is None or study.stop_requested
 
-        return await self._run(work)
+        return await self._db.read(work)
 
     async def history(self, study_id: int) -> tuple[list[Observation], int]:
         """Finished trials as observations, and how many trials the study has in all."""
@@ -95,7 +96,7 @@ class SchedulerStore:
             ]
             return observations, trial_repo.count_trials(session, study_id)
 
-        return await self._run(work)
+        return await self._db.read(work)
 
     async def create_trials(
         self, study_id: int, configs: list[dict[str, Any]], budget: int
@@ -111,37 +112,73 @@ class SchedulerStore:
                 handles.append(TrialHandle(row.id, row.number, row.params))
             return handles
 
-        return await self._run(work)
+        return await self._write(study_id, work)
 
-    async def finish_trial(self, trial_id: int, status: TrialStatus, **fields: Any) -> None:
+    async def finish_trial(
+        self, study_id: int, trial_id: int, status: TrialStatus, **fields: Any
+    ) -> None:
+        """Record how the trial ended; any of its fold runs still open are closed with it."""
+
         def work(session: Session) -> None:
             trial = session.get_one(TrialRow, trial_id)
             trial_repo.finish_trial(session, trial, status, **fields)
+            fold_repo.close_open_fold_runs(session, [trial_id])
 
-        await self._run(work)
+        await self._write(study_id, work)
 
-    async def finish_study(self, study_id: int, status: StudyStatus, error: str | None = None):
+    async def finish_study(
+        self, study_id: int, status: StudyStatus, error: str | None = None
+    ) -> None:
+        """Record how the study ended; trials still open fail with the reason, so nothing
+        stays running inside a finished study."""
+
         def work(session: Session) -> None:
             study = session.get(StudyRow, study_id)
-            if study is not None:
-                study_repo.mark_study(session, study, status, error=error)
+            if study is None:
+                return
+            study_repo.mark_study(session, study, status, error=error)
+            reason = error or f"the study ended ({status}) while this trial ran"
+            closed = trial_repo.fail_unfinished_trials(session, study_id, error=reason)
+            fold_repo.close_open_fold_runs(session, closed)
 
-        await self._run(work)
+        await self._write(study_id, work)
+
+    async def outcome(self, study_id: int) -> tuple[StudyStatus, str | None]:
+        """How a study that has run out of trials to run ended: failed, with the error seen
+        most often, when every trial it finished failed; else completed."""
+
+        def work(session: Session) -> tuple[StudyStatus, str | None]:
+            counts = study_repo.count_trials_by_status(session, [study_id])[study_id]
+            failed = counts.get(TrialStatus.FAILED, 0)
+            if failed == 0 or failed < sum(counts.values()):
+                return StudyStatus.COMPLETED, None
+            error = trial_repo.commonest_error(session, study_id)
+            return StudyStatus.FAILED, f"all {failed} trials failed; most often: {error}"
+
+        return await self._db.read(work)
 
     async def completed_fold_values(self, trial_id: int) -> dict[int, float]:
-        return await self._run(lambda s: fold_repo.completed_fold_values(s, trial_id))
+        return await self._db.read(lambda s: fold_repo.completed_fold_values(s, trial_id))
 
-    async def start_fold_run(self, trial_id: int, fold: int) -> tuple[int, int]:
+    async def start_fold_run(self, study_id: int, trial_id: int, fold: int) -> tuple[int, int]:
         """Create the next attempt of a fold; returns (fold run id, attempt)."""
 
         def work(session: Session) -> tuple[int, int]:
             run = fold_repo.start_fold_run(session, trial_id, fold)
             return run.id, run.attempt
 
-        return await self._run(work)
+        return await self._write(study_id, work)
 
-    async def record_epoch(self, fold_run_id: int, epoch: int, metrics: dict[str, Any]) -> None:
-        await self._run(lambda s: fold_repo.record_epoch(s, fold_run_id, epoch, metrics))
+    async def record_epoch(
+        self, study_id: int, fold_run_id: int, epoch: int, metrics: dict[str, Any]
+    ) -> None:
+        await self._write(
+            study_id, lambda s: fold_repo.record_epoch(s, fold_run_id, epoch, metrics)
+        )
 
-    async def finish_fold_run(self, fold_run_id: int, status: FoldStatus, **fields: Any) -> None:
-        await self._run(lambda s: fold_repo.finish_fold_run(s, fold_run_id, status, **fields))
+    async def finish_fold_run(
+        self, study_id: int, fold_run_id: int, status: FoldStatus, **fields: Any
+    ) -> None:
+        await self._write(
+            study_id, lambda s: fold_repo.finish_fold_run(s, fold_run_id, status, **fields)
+        )

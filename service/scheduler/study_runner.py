@@ -68,7 +68,8 @@ class StudyRunner:
             out_of_time = deadline is not None and utcnow() >= deadline
             created = 0 if out_of_time else await self._fill(spec, optimizer, trials)
             if not self.running and created == 0:
-                await self.store.finish_study(self.study_id, StudyStatus.COMPLETED)
+                status, error = await self.store.outcome(self.study_id)
+                await self.store.finish_study(self.study_id, status, error=error)
                 return
             await self._wait()
 
@@ -120,7 +121,9 @@ class StudyRunner:
         self.running.clear()
         if error is not None:
             for _task, handle in handles:
-                await self.store.finish_trial(handle.id, TrialStatus.FAILED, error=error)
+                await self.store.finish_trial(
+                    self.study_id, handle.id, TrialStatus.FAILED, error=error
+                )
 
 
 def _deadline(spec: StudySpec, started_at: datetime) -> datetime | None:

@@ -94,14 +94,16 @@ class TrialRunner:
                 values[k] = value
         except TrialFailed as exc:
             await _cancel(tasks.values())
-            await self.store.finish_trial(trial.id, TrialStatus.FAILED, error=str(exc))
+            await self.store.finish_trial(
+                self.study_id, trial.id, TrialStatus.FAILED, error=str(exc)
+            )
             return
         except BaseException:
             await _cancel(tasks.values())
             raise
         mean, std_error = aggregate([values[k] for k in sorted(values)])
         await self.store.finish_trial(
-            trial.id, TrialStatus.COMPLETED, value=mean, std_error=std_error
+            self.study_id, trial.id, TrialStatus.COMPLETED, value=mean, std_error=std_error
         )
 
     async def _run_fold_with_retries(self, trial: TrialHandle, fold: int) -> float:
@@ -115,7 +117,7 @@ class TrialRunner:
                 retries -= 1
 
     async def _run_fold(self, trial: TrialHandle, fold: int) -> float:
-        run_id, attempt = await self.store.start_fold_run(trial.id, fold)
+        run_id, attempt = await self.store.start_fold_run(self.study_id, trial.id, fold)
         job = fold_job(
             self.spec,
             self.study_id,
@@ -132,7 +134,9 @@ class TrialRunner:
                 gpus_per_worker=self.spec.resources.gpus_per_worker,
             ):
                 epochs.append(metrics)
-                await self.store.record_epoch(run_id, int(metrics["epoch"]), metrics)
+                await self.store.record_epoch(
+                    self.study_id, run_id, int(metrics["epoch"]), metrics
+                )
             value = fold_value(
                 epochs,
                 self.spec.objective.metric,
@@ -141,17 +145,29 @@ class TrialRunner:
             )
         except FoldFailed as exc:
             await self.store.finish_fold_run(
-                run_id, FoldStatus.FAILED, error=exc.message, traceback=exc.traceback
+                self.study_id,
+                run_id,
+                FoldStatus.FAILED,
+                error=exc.message,
+                traceback=exc.traceback,
             )
             raise
         except (ValueError, KeyError) as exc:  # the objective metric was never reported
-            await self.store.finish_fold_run(run_id, FoldStatus.FAILED, error=str(exc))
+            await self.store.finish_fold_run(
+                self.study_id, run_id, FoldStatus.FAILED, error=str(exc)
+            )
             raise TrialFailed(f"fold {fold}: {exc}") from exc
         except asyncio.CancelledError:
-            await asyncio.shield(self.store.finish_fold_run(run_id, FoldStatus.CANCELLED))
+            await asyncio.shield(
+                self.store.finish_fold_run(self.study_id, run_id, FoldStatus.CANCELLED)
+            )
             raise
         await self.store.finish_fold_run(
-            run_id, FoldStatus.COMPLETED, value=value, train_seconds=trained_seconds(epochs)
+            self.study_id,
+            run_id,
+            FoldStatus.COMPLETED,
+            value=value,
+            train_seconds=trained_seconds(epochs),
         )
         return value
 

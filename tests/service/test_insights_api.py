@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 from benchmarks.dashboard_scale import fill_study
 from foldwise.schemas import TrialStatus
 from service.db import fold_runs as fold_repo
+from service.db import studies as study_repo
 from service.db import trials as trial_repo
 
 TRIALS, FOLDS, EPOCHS, RUNNING = 60, 3, 4, 2
@@ -62,6 +63,7 @@ def test_history_since_a_cursor_returns_only_what_finished_after(api: TestClient
     with api.app.state.sessions.begin() as session:
         trial = trial_repo.create_trial(session, study_id, {"lr": 0.01, "act": "relu"}, number=999)
         trial_repo.finish_trial(session, trial, TrialStatus.COMPLETED, value=0.01, std_error=0.001)
+        study_repo.touch_study(session, study_id)  # as every scheduler write does
     body = api.get(url, params={"since": cursor}).json()
     assert body["number"] == [*repeated, 999]
     assert body["best"]["number"][-1] == 999 and body["best"]["value"][-1] == 0.01
@@ -98,6 +100,7 @@ def test_curves_of_running_trials_and_only_new_epochs_after_the_cursor(api: Test
     with api.app.state.sessions.begin() as session:
         run = trial_repo.get_trial(session, study_id, TRIALS - 1).fold_runs[0]
         fold_repo.record_epoch(session, run.id, 99, {"val_loss": 0.5, "val_accuracy": 0.9})
+        study_repo.touch_study(session, study_id)
     new = api.get(url, params={"after": body["cursor"], "metric": "val_accuracy"}).json()
     assert (new["trial"], new["fold"], new["epoch"], new["value"]) == (
         [TRIALS - 1],

@@ -74,7 +74,10 @@ def test_a_crashed_worker_is_retried_as_a_new_attempt(service: LiveService) -> N
     assert trial.status is TrialStatus.FAILED
     attempts = sorted((f.fold, f.attempt) for f in trial.folds if f.status is FoldStatus.FAILED)
     assert (0, 1) in attempts or (1, 1) in attempts, trial.folds
-    assert study.status is StudyStatus.COMPLETED
+    # Its only trial failed: the study failed, and says why.
+    assert study.status is StudyStatus.FAILED
+    assert study.data.error.startswith("all 1 trials failed; most often: fold ")
+    assert "workers lost" in study.data.error
 
 
 def test_stop_cancels_running_trials(service: LiveService) -> None:

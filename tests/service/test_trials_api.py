@@ -95,6 +95,8 @@ def test_best_trial_follows_the_direction(api: TestClient) -> None:
     assert api.get(f"/studies/{_fill(api)}").json()["best_trial"]["number"] == 2
     study = api.get(f"/studies/{_fill(api, 'maximize')}").json()
     assert study["best_trial"]["number"] == 3
+    listed = {s["id"]: s["best_trial"]["number"] for s in api.get("/studies").json()["data"]}
+    assert listed == {1: 2, 2: 3}  # one query for both, each in its own direction
     assert study["progress"] == {
         "budget": 4,
         "finished": 4,

@@ -6,64 +6,80 @@ run; on a cluster that directory must be shared storage mounted at the same path
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, status
+from fastapi import APIRouter, HTTPException, Path, status
 from fastapi.responses import FileResponse, JSONResponse
+from sqlalchemy.orm import Session
 
 from service.api.convert import trial_out
-from service.api.deps import SessionDep, SettingsDep, StudyDep
+from service.api.deps import DbDep, SettingsDep, StudyId, TrialNumber, study_or_404, trial_or_404
+from service.artifact_store import fold_model_path
 from service.db import studies as study_repo
-from service.db import trials as trial_repo
 from service.db.models import StudyRow, TrialRow
-from trainers.checkpoint import MODEL_FILE, fold_artifact_dir
 from trainers.timeline import trial_trace
 
 router = APIRouter(prefix="/studies/{study_id}", tags=["artifacts"])
 
+Fold = Annotated[int, Path(ge=0, le=99, description="The fold, 0 to K - 1")]
+NOT_FOUND = {status.HTTP_404_NOT_FOUND: {"description": "No such study, trial, fold or model"}}
+
 
 @router.get("/trials/{number}/timeline", response_model=dict[str, Any])
-def get_timeline(study: StudyDep, number: int, session: SessionDep) -> JSONResponse:
+async def get_timeline(study_id: StudyId, number: TrialNumber, db: DbDep) -> JSONResponse:
     """The trial's Chrome trace-event JSON (fold runs, epochs, training and validation)."""
-    trial = _trial_or_404(session, study, number)
-    filename = f"study{study.id}-trial{number}-timeline.json"
+
+    def work(session: Session) -> dict[str, Any]:
+        study_or_404(session, study_id)
+        return trial_trace(trial_out(trial_or_404(session, study_id, number)))
+
+    filename = f"study{study_id}-trial{number}-timeline.json"
     return JSONResponse(
-        trial_trace(trial_out(trial)),
+        await db.read(work),
         headers={"Content-Disposition": f'attachment; filename="{filename}"'},
     )
 
 
-@router.get("/trials/{number}/folds/{fold}/model", response_class=FileResponse)
-def get_fold_model(
-    study: StudyDep, number: int, fold: int, session: SessionDep, settings: SettingsDep
+@router.get(
+    "/trials/{number}/folds/{fold}/model", response_class=FileResponse, responses=NOT_FOUND
+)
+async def get_fold_model(
+    study_id: StudyId, number: TrialNumber, fold: Fold, db: DbDep, settings: SettingsDep
 ) -> FileResponse:
     """One fold's trained model (torch.save of task, params, epoch, metrics, state_dict)."""
-    trial = _trial_or_404(session, study, number)
+
+    def work(session: Session) -> tuple[StudyRow, TrialRow]:
+        study = study_or_404(session, study_id)
+        return study, trial_or_404(session, study_id, number, with_folds=False)
+
+    study, trial = await db.read(work)
     return _model_file(settings.artifact_dir, study, trial, fold)
 
 
-@router.get("/best/folds/{fold}/model", response_class=FileResponse)
-def get_best_model(
-    study: StudyDep, fold: int, session: SessionDep, settings: SettingsDep
+@router.get("/best/folds/{fold}/model", response_class=FileResponse, responses=NOT_FOUND)
+async def get_best_model(
+    study_id: StudyId, fold: Fold, db: DbDep, settings: SettingsDep
 ) -> FileResponse:
     """The study's best completed trial's model of `fold`."""
-    best = study_repo.best_trials(session, [study]).get(study.id)
+
+    def work(session: Session) -> tuple[StudyRow, TrialRow | None]:
+        study = study_or_404(session, study_id)
+        return study, study_repo.best_trials(session, [study]).get(study.id)
+
+    study, best = await db.read(work)
     if best is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"study {study.id} has no completed trial")
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"study {study_id} has no completed trial")
     return _model_file(settings.artifact_dir, study, best, fold)
 
 
-def _trial_or_404(session: SessionDep, study: StudyRow, number: int) -> TrialRow:
-    trial = trial_repo.get_trial(session, study.id, number)
-    if trial is None:
-        raise HTTPException(
-            status.HTTP_404_NOT_FOUND, f"trial {number} of study {study.id} not found"
-        )
-    return trial
-
-
 def _model_file(root: Any, study: StudyRow, trial: TrialRow, fold: int) -> FileResponse:
-    path = fold_artifact_dir(root, study.id, trial.number, fold) / MODEL_FILE
+    folds = int(study.spec["parallel"]["folds"])
+    if fold >= folds:
+        raise HTTPException(
+            status.HTTP_404_NOT_FOUND,
+            f"study {study.id} has {folds} folds (0 to {folds - 1}); there is no fold {fold}",
+        )
+    path = fold_model_path(root, study.id, trial.number, fold)
     if not path.is_file():
         raise HTTPException(
             status.HTTP_404_NOT_FOUND,

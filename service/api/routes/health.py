@@ -4,26 +4,36 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, Request
 from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from service.api.deps import DbDep
 
 router = APIRouter(tags=["health"])
 
 
 @router.get("/health")
-def health(request: Request) -> dict[str, Any]:
-    database = _database_health(request)
+async def health(request: Request, db: DbDep) -> dict[str, Any]:
+    database = await _database_health(db)
     scheduler = request.app.state.scheduler
-    ray = scheduler.executor_health() if scheduler is not None else {"ok": None, "detail": "off"}
+    if scheduler is None:
+        ray: dict[str, Any] = {"ok": None, "detail": "off"}
+    else:  # Ray's status calls block: keep them off the event loop
+        ray = await anyio.to_thread.run_sync(scheduler.executor_health)
     ok = database["ok"] and ray["ok"] is not False
     return {"status": "ok" if ok else "degraded", "database": database, "ray": ray}
 
 
-def _database_health(request: Request) -> dict[str, Any]:
-    engine = request.app.state.engine
+async def _database_health(db: DbDep) -> dict[str, Any]:
+    backend = db.sessions.kw["bind"].url.get_backend_name()
     try:
-        with engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
+        await db.read(_select_one)
     except Exception as exc:  # any driver error means the database is unreachable
-        return {"ok": False, "backend": engine.url.get_backend_name(), "detail": str(exc)}
-    return {"ok": True, "backend": engine.url.get_backend_name()}
+        return {"ok": False, "backend": backend, "detail": str(exc)}
+    return {"ok": True, "backend": backend}
+
+
+def _select_one(session: Session) -> None:
+    session.execute(text("SELECT 1"))

@@ -9,10 +9,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, Field
+from sqlalchemy.orm import Session
 
-from service.api.deps import SessionDep, StudyDep
+from service.api.conditional import ReadsDep, conditional
+from service.api.deps import MAX_ID, StudyId, UtcDatetime, study_or_404
 from service.db import insights
 from service.db.models import StudyRow
 
@@ -57,70 +59,85 @@ class Curves(BaseModel):
     value: list[float | None]
 
 
-@router.get("/history", response_model=History)
-def history(
-    study: StudyDep,
-    session: SessionDep,
-    since: datetime | None = None,
+@router.get("/history", **conditional(History))
+async def history(
+    study_id: StudyId,
+    reads: ReadsDep,
+    since: UtcDatetime | None = None,
     max_points: Annotated[int, Query(ge=10, le=20000)] = 1000,
-) -> History:
+) -> Response:
     """Completed trials for the history, parallel-coordinates and slice plots, downsampled."""
-    maximize = _maximize(study)
-    points = insights.completed_points(session, study.id, finished_since=since)
-    shown = insights.with_params(
-        session, study.id, insights.downsample(points, max_points, maximize=maximize)
-    )
-    steps = insights.best_so_far(points, maximize=maximize)
-    finished = [p.finished_at for p in points if p.finished_at is not None]
-    names = list(study.spec["space"])
-    return History(
-        count=insights.count_completed(session, study.id),
-        sampled=len(shown) < len(points),
-        cursor=max(finished) - CURSOR_OVERLAP if finished else since,
-        number=[p.number for p in shown],
-        value=[p.value for p in shown],
-        std_error=[p.std_error for p in shown],
-        params={name: [p.params.get(name) for p in shown] for name in names},
-        best=BestSteps(number=[p.number for p in steps], value=[p.value for p in steps]),
-    )
+
+    def work(session: Session) -> History:
+        study = study_or_404(session, study_id)
+        maximize = _maximize(study)
+        points = insights.completed_points(session, study.id, finished_since=since)
+        shown = insights.with_params(
+            session, study.id, insights.downsample(points, max_points, maximize=maximize)
+        )
+        steps = insights.best_so_far(points, maximize=maximize)
+        finished = [p.finished_at for p in points if p.finished_at is not None]
+        names = list(study.spec["space"])
+        return History(
+            count=insights.count_completed(session, study.id),
+            sampled=len(shown) < len(points),
+            cursor=max(finished) - CURSOR_OVERLAP if finished else since,
+            number=[p.number for p in shown],
+            value=[p.value for p in shown],
+            std_error=[p.std_error for p in shown],
+            params={name: [p.params.get(name) for p in shown] for name in names},
+            best=BestSteps(number=[p.number for p in steps], value=[p.value for p in steps]),
+        )
+
+    return await reads.study(study_id, work)
 
 
-@router.get("/folds", response_model=TopFolds)
-def top_folds(
-    study: StudyDep, session: SessionDep, top: Annotated[int, Query(ge=1, le=100)] = 10
-) -> TopFolds:
+@router.get("/folds", **conditional(TopFolds))
+async def top_folds(
+    study_id: StudyId, reads: ReadsDep, top: Annotated[int, Query(ge=1, le=100)] = 10
+) -> Response:
     """Each fold's value for the best ``top`` trials: how much the folds of a winner disagree."""
-    k = int(study.spec["parallel"]["folds"])
-    rows = insights.top_trial_folds(session, study.id, maximize=_maximize(study), top=top)
-    return TopFolds(
-        folds=k,
-        number=[t.number for t, _ in rows],
-        value=[t.value for t, _ in rows],
-        std_error=[t.std_error for t, _ in rows],
-        fold_values=[[values.get(fold) for fold in range(k)] for _, values in rows],
-    )
+
+    def work(session: Session) -> TopFolds:
+        study = study_or_404(session, study_id)
+        k = int(study.spec["parallel"]["folds"])
+        rows = insights.top_trial_folds(session, study.id, maximize=_maximize(study), top=top)
+        return TopFolds(
+            folds=k,
+            number=[t.number for t, _ in rows],
+            value=[t.value for t, _ in rows],
+            std_error=[t.std_error for t, _ in rows],
+            fold_values=[[values.get(fold) for fold in range(k)] for _, values in rows],
+        )
+
+    return await reads.study(study_id, work)
 
 
-@router.get("/curves", response_model=Curves)
-def curves(
-    study: StudyDep,
-    session: SessionDep,
-    metric: str | None = None,
-    after: Annotated[int, Query(ge=0)] = 0,
-) -> Curves:
+@router.get("/curves", **conditional(Curves))
+async def curves(
+    study_id: StudyId,
+    reads: ReadsDep,
+    metric: Annotated[str | None, Query(max_length=200)] = None,
+    after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+) -> Response:
     """Learning curves of the running trials, one row per epoch, newer than epoch row ``after``."""
-    metric = metric or study.spec["objective"]["metric"]
-    rows = insights.running_curves(session, study.id, metric, after_id=after)
-    return Curves(
-        metric=metric,
-        cursor=max((r.id for r in rows), default=after),
-        running=insights.running_trial_numbers(session, study.id),
-        trial=[r.trial for r in rows],
-        fold=[r.fold for r in rows],
-        attempt=[r.attempt for r in rows],
-        epoch=[r.epoch for r in rows],
-        value=[r.value for r in rows],
-    )
+
+    def work(session: Session) -> Curves:
+        study = study_or_404(session, study_id)
+        name = metric or study.spec["objective"]["metric"]
+        rows = insights.running_curves(session, study.id, name, after_id=after)
+        return Curves(
+            metric=name,
+            cursor=max((r.id for r in rows), default=after),
+            running=insights.running_trial_numbers(session, study.id),
+            trial=[r.trial for r in rows],
+            fold=[r.fold for r in rows],
+            attempt=[r.attempt for r in rows],
+            epoch=[r.epoch for r in rows],
+            value=[r.value for r in rows],
+        )
+
+    return await reads.study(study_id, work)
 
 
 def _maximize(study: StudyRow) -> bool:

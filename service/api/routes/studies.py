@@ -5,12 +5,23 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Response, status
+from sqlalchemy.orm import Session
 
 from foldwise import schemas
 from foldwise.schemas import StudyStatus
 from foldwise.spec import StudySpec
+from service.api.conditional import ReadsDep, conditional
 from service.api.convert import studies_out
-from service.api.deps import SchedulerDep, SessionDep, StudyDep
+from service.api.deps import (
+    DbDep,
+    Limit,
+    Offset,
+    SchedulerDep,
+    SettingsDep,
+    StudyId,
+    study_or_404,
+)
+from service.artifact_store import delete_study_artifacts
 from service.db import studies as study_repo
 from service.spec_checks import check_runnable
 
@@ -18,57 +29,90 @@ router = APIRouter(prefix="/studies", tags=["studies"])
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=schemas.Study)
-def create_study(spec: StudySpec, session: SessionDep, scheduler: SchedulerDep) -> schemas.Study:
+async def create_study(spec: StudySpec, db: DbDep, scheduler: SchedulerDep) -> schemas.Study:
     check_runnable(spec)
-    study = study_repo.create_study(session, spec)
-    session.commit()
+
+    def work(session: Session) -> schemas.Study:
+        study = study_repo.create_study(session, spec)
+        return studies_out(session, [study])[0]
+
+    study = await db.write(work)
     if scheduler is not None:
         scheduler.wake()
-    return studies_out(session, [study])[0]
+    return study
 
 
-@router.get("", response_model=schemas.Page[schemas.Study])
-def list_studies(
-    session: SessionDep,
+@router.get("", **conditional(schemas.Page[schemas.Study]))
+async def list_studies(
+    reads: ReadsDep,
     status_: Annotated[StudyStatus | None, Query(alias="status")] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
-) -> schemas.Page[schemas.Study]:
-    rows, count = study_repo.list_studies(session, status=status_, limit=limit, offset=offset)
-    return schemas.Page[schemas.Study](data=studies_out(session, rows), count=count)
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> Response:
+    def work(session: Session) -> schemas.Page[schemas.Study]:
+        rows, count = study_repo.list_studies(session, status=status_, limit=limit, offset=offset)
+        return schemas.Page[schemas.Study](data=studies_out(session, rows), count=count)
+
+    return await reads.catalog(work)
 
 
-@router.get("/{study_id}", response_model=schemas.Study)
-def get_study(study: StudyDep, session: SessionDep) -> schemas.Study:
-    return studies_out(session, [study])[0]
+@router.get("/{study_id}", **conditional(schemas.Study))
+async def get_study(study_id: StudyId, reads: ReadsDep) -> Response:
+    return await reads.study(study_id, lambda session: _study_out(session, study_id))
+
+
+def _study_out(session: Session, study_id: int) -> schemas.Study:
+    return studies_out(session, [study_or_404(session, study_id)])[0]
 
 
 @router.post("/{study_id}/stop", response_model=schemas.Study)
-async def stop_study(
-    study: StudyDep, session: SessionDep, scheduler: SchedulerDep
-) -> schemas.Study:
+async def stop_study(study_id: StudyId, db: DbDep, scheduler: SchedulerDep) -> schemas.Study:
     """Stop launching trials and cancel the running ones; a finished study is left as it is."""
-    if not study.status.finished:
+
+    def request_stop(session: Session) -> bool:
+        study = study_or_404(session, study_id)
+        if study.status.finished:
+            return False
         study.stop_requested = True
-        session.commit()
-        if scheduler is not None and scheduler.is_running(study.id):
-            await scheduler.stop_study(study.id)
+        study_repo.touch_study(session, study_id)
+        return True
+
+    if await db.write(request_stop):
+        if scheduler is not None and scheduler.is_running(study_id):
+            await scheduler.stop_study(study_id)
         else:
-            study_repo.mark_study(session, study, StudyStatus.STOPPED)
-            session.commit()
-    session.refresh(study)
-    return studies_out(session, [study])[0]
+            await db.write(lambda session: _mark_stopped(session, study_id))
+    return await db.read(lambda session: _study_out(session, study_id))
+
+
+def _mark_stopped(session: Session, study_id: int) -> None:
+    study = study_or_404(session, study_id)
+    if not study.status.finished:
+        study_repo.mark_study(session, study, StudyStatus.STOPPED)
+        study_repo.touch_study(session, study_id)
 
 
 @router.delete("/{study_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def delete_study(study: StudyDep, session: SessionDep, scheduler: SchedulerDep) -> Response:
-    if scheduler is not None and scheduler.is_running(study.id):
-        study.stop_requested = True
-        session.commit()
-        await scheduler.stop_study(study.id)
-        session.refresh(study)
-    if study.status in (StudyStatus.RUNNING,):
-        raise HTTPException(status.HTTP_409_CONFLICT, f"study {study.id} is still running")
-    study_repo.delete_study(session, study)
-    session.commit()
+async def delete_study(
+    study_id: StudyId, db: DbDep, scheduler: SchedulerDep, settings: SettingsDep
+) -> Response:
+    """Delete the study, its trials, fold runs, metrics and artifacts; a running one is stopped
+    first. Ids are never reused."""
+    await db.read(lambda session: study_or_404(session, study_id))
+    if scheduler is not None and scheduler.is_running(study_id):
+        await db.write(lambda session: _request_stop(session, study_id))
+        await scheduler.stop_study(study_id)
+
+    def delete(session: Session) -> None:
+        study = study_or_404(session, study_id)
+        if study.status is StudyStatus.RUNNING:
+            raise HTTPException(status.HTTP_409_CONFLICT, f"study {study_id} is still running")
+        study_repo.delete_study(session, study)
+
+    await db.write(delete)
+    await delete_study_artifacts(settings.artifact_dir, study_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+def _request_stop(session: Session, study_id: int) -> None:
+    study_or_404(session, study_id).stop_requested = True

@@ -4,58 +4,64 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter, Query, Response
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy.orm import Session
 
 from foldwise import schemas
 from foldwise.schemas import TrialStatus
+from service.api.conditional import ReadsDep, conditional
 from service.api.convert import trial_out, trial_summary
-from service.api.deps import SessionDep, StudyDep
+from service.api.deps import Limit, Offset, StudyId, TrialNumber, study_or_404, trial_or_404
 from service.db import trials as trial_repo
-from service.db.trials import PARAM_PREFIX, SORT_KEYS, TrialSort
+from service.db.trials import PARAM_PREFIX, SORT_KEYS
 
 router = APIRouter(prefix="/studies/{study_id}/trials", tags=["trials"])
 
+SortQuery = Annotated[
+    str,
+    Query(
+        max_length=200,
+        description="number, value, duration or params.<name>; a leading - sorts descending; "
+        "best is the best value first",
+    ),
+]
 
-@router.get("", response_model=schemas.Page[schemas.TrialSummary])
-def list_trials(
-    study: StudyDep,
-    session: SessionDep,
+
+@router.get("", **conditional(schemas.Page[schemas.TrialSummary]))
+async def list_trials(
+    study_id: StudyId,
+    reads: ReadsDep,
     status_: Annotated[TrialStatus | None, Query(alias="status")] = None,
-    sort: Annotated[
-        TrialSort,
-        Query(
-            description="number, value, duration or params.<name>; a leading - sorts "
-            "descending; best is the best value first"
-        ),
-    ] = "number",
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
-) -> schemas.Page[schemas.TrialSummary]:
-    maximize = study.spec["objective"]["direction"] == "maximize"
-    space = study.spec["space"]
-    _check_sort(sort, space)
-    rows, count = trial_repo.list_trials(
-        session,
-        study.id,
-        status=status_,
-        sort=sort,
-        maximize=maximize,
-        numeric=frozenset(n for n, p in space.items() if p["type"] != "categorical"),
-        limit=limit,
-        offset=offset,
-    )
-    return schemas.Page[schemas.TrialSummary](data=[trial_summary(r) for r in rows], count=count)
-
-
-@router.get("/{number}", response_model=schemas.Trial)
-def get_trial(study: StudyDep, number: int, session: SessionDep) -> schemas.Trial:
-    trial = trial_repo.get_trial(session, study.id, number)
-    if trial is None:
-        raise HTTPException(
-            status.HTTP_404_NOT_FOUND, f"trial {number} of study {study.id} not found"
+    sort: SortQuery = "number",
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> Response:
+    def work(session: Session) -> schemas.Page[schemas.TrialSummary]:
+        study = study_or_404(session, study_id)
+        space = study.spec["space"]
+        _check_sort(sort, space)
+        rows, count = trial_repo.list_trials(
+            session,
+            study.id,
+            status=status_,
+            sort=sort,
+            maximize=study.spec["objective"]["direction"] == "maximize",
+            numeric=frozenset(n for n, p in space.items() if p["type"] != "categorical"),
+            limit=limit,
+            offset=offset,
         )
-    return trial_out(trial)
+        data = [trial_summary(r) for r in rows]
+        return schemas.Page[schemas.TrialSummary](data=data, count=count)
+
+    return await reads.study(study_id, work)
+
+
+@router.get("/{number}", **conditional(schemas.Trial))
+async def get_trial(study_id: StudyId, number: TrialNumber, reads: ReadsDep) -> Response:
+    return await reads.study(
+        study_id, lambda session: trial_out(trial_or_404(session, study_id, number))
+    )
 
 
 def _check_sort(sort: str, space: dict) -> None:
@@ -69,7 +75,7 @@ def _check_sort(sort: str, space: dict) -> None:
         [
             {
                 "loc": ("query", "sort"),
-                "msg": f"unknown sort {sort!r}: use best or one of {choices}, '-' for descending",
+                "msg": f"unknown sort: use best or one of {choices}, '-' for descending",
                 "type": "value_error",
                 "input": sort,
             }

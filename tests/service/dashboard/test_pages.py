@@ -6,6 +6,7 @@ from fastapi.testclient import TestClient
 
 from foldwise.schemas import TrialStatus
 from service.db import fold_runs as fold_repo
+from service.db import studies as study_repo
 from service.db import trials as trial_repo
 from tests.service.dashboard.conftest import FOLDS, RUNNING, TRIALS, Dashboard, open_ready
 from tests.service.study_specs import study_spec
@@ -138,6 +139,7 @@ def test_live_updates_arrive_as_small_deltas(page, dashboard: Dashboard) -> None
         trial_repo.finish_trial(session, trial, TrialStatus.COMPLETED, value=-1.0, std_error=0.01)
         running = trial_repo.get_trial(session, study_id, TRIALS - 1).fold_runs[0]
         fold_repo.record_epoch(session, running.id, 77, {"val_loss": 0.25})
+        study_repo.touch_study(session, study_id)  # as every scheduler write does
     page.wait_for_function("document.getElementById('plot-history').data[0].x.includes(500)")
     page.wait_for_function(
         "document.getElementById('plot-curves').data.some(t => t.x.includes(77))"

@@ -1,0 +1,128 @@
+"""Reads for pollers: an ETag from the study's revision, 304s, and cached serialised answers.
+
+Every change to a study (its status, trials, fold runs, epochs) bumps ``studies.revision`` in the
+same transaction (``service.db.studies.touch_study``). A study-scoped read therefore starts with
+one primary-key lookup of that revision: a client that sends the ETag it holds in
+``If-None-Match`` gets ``304 Not Modified``, and any other client gets the bytes already
+serialised for this URL at this revision. Only a read after a change queries and serialises
+again. The revision is read in the same session as the answer, so a cached answer is never older
+than its revision, and every instance of the service sees the same revisions.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from cachetools import LRUCache
+from fastapi import Depends, HTTPException, Request, Response, status
+from pydantic import BaseModel
+from sqlalchemy import Connection
+from sqlalchemy.orm import Session
+
+from service.api.deps import DbDep
+from service.db import studies as study_repo
+from service.db.engine import SessionRunner
+
+BOOT = secrets.token_hex(4)
+"""Part of every ETag: a restarted service (perhaps a newer version) never answers 304 to an
+ETag an earlier process gave out."""
+
+NOT_MODIFIED = {
+    status.HTTP_304_NOT_MODIFIED: {
+        "description": "Not Modified: the ETag sent in If-None-Match is still current"
+    }
+}
+
+
+class ReadCache:
+    """Serialised answers keyed by (URL, ETag), least recently used evicted past ``max_bytes``."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self._entries: LRUCache[tuple[str, str], bytes] = LRUCache(max_bytes, getsizeof=len)
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str]) -> bytes | None:
+        with self._lock:
+            return self._entries.get(key)
+
+    def put(self, key: tuple[str, str], body: bytes) -> None:
+        if len(body) > self._entries.maxsize:
+            return
+        with self._lock:
+            self._entries[key] = body
+
+
+def etag_matches(if_none_match: str | None, etag: str) -> bool:
+    """Whether ``If-None-Match`` names ``etag`` (weak comparison) or is ``*``."""
+    if not if_none_match:
+        return False
+    opaque = etag.removeprefix("W/")
+    tags = [tag.strip() for tag in if_none_match.split(",")]
+    return any(tag == "*" or tag.removeprefix("W/") == opaque for tag in tags)
+
+
+class ConditionalReads:
+    """Answers one request's read from the cache or with a 304 when its version is unchanged."""
+
+    def __init__(self, request: Request, db: SessionRunner, cache: ReadCache) -> None:
+        self._request = request
+        self._db = db
+        self._cache = cache
+
+    async def study(self, study_id: int, work: Callable[[Session], BaseModel]) -> Response:
+        """A read of one study's data: it changes with the study's revision."""
+
+        def version(connection: Connection) -> str:
+            revision = study_repo.study_revision(connection, study_id)
+            if revision is None:
+                raise HTTPException(status.HTTP_404_NOT_FOUND, f"study {study_id} not found")
+            return f"s{study_id}.{revision}"
+
+        return await self._respond(version, work)
+
+    async def catalog(self, work: Callable[[Session], BaseModel]) -> Response:
+        """A read over all studies: it changes when any study is created, changed or deleted."""
+
+        def version(connection: Connection) -> str:
+            return "c" + ".".join(map(str, study_repo.catalog_fingerprint(connection)))
+
+        return await self._respond(version, work)
+
+    async def _respond(
+        self, version: Callable[[Connection], str], work: Callable[[Session], BaseModel]
+    ) -> Response:
+        url = self._request.url
+        key = f"{url.path}?{url.query}"
+        held = self._request.headers.get("if-none-match")
+
+        def unit(connection: Connection) -> tuple[str, bytes | None]:
+            etag = f'W/"{BOOT}-{version(connection)}"'
+            if etag_matches(held, etag):
+                return etag, None
+            body = self._cache.get((key, etag))
+            if body is None:  # read on the same connection: the revision's snapshot
+                with Session(bind=connection) as session:
+                    body = work(session).model_dump_json(by_alias=True).encode()
+                self._cache.put((key, etag), body)
+            return etag, body
+
+        etag, body = await self._db.connect(unit)
+        headers = {"ETag": etag, "Cache-Control": "no-cache"}
+        if body is None:
+            return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers=headers)
+        return Response(body, media_type="application/json", headers=headers)
+
+
+async def get_reads(request: Request, db: DbDep) -> ConditionalReads:
+    return ConditionalReads(request, db, request.app.state.read_cache)
+
+
+ReadsDep = Annotated[ConditionalReads, Depends(get_reads)]
+
+
+def conditional(model: Any) -> dict[str, Any]:
+    """Route keyword arguments of a conditional read: its documented model and the 304."""
+    return {"response_model": model, "responses": NOT_MODIFIED}

@@ -1,0 +1,85 @@
+"""Reads for pollers: ETags follow the study's revision, 304s, and no stale cached answer."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from foldwise.schemas import TrialStatus
+from service.api.conditional import etag_matches
+from service.db import studies as study_repo
+from service.db import trials as trial_repo
+from tests.service.study_specs import study_spec
+
+
+def _add_trial(api: TestClient, study_id: int, number: int, value: float) -> None:
+    """What the scheduler does, straight into the database: a finished trial, study touched."""
+    with api.app.state.sessions.begin() as session:
+        trial = trial_repo.create_trial(session, study_id, {"lr": 0.01}, number=number)
+        trial_repo.finish_trial(session, trial, TrialStatus.COMPLETED, value=value, std_error=0)
+        study_repo.touch_study(session, study_id)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/studies/{id}",
+        "/studies/{id}/trials?sort=best",
+        "/studies/{id}/trials/0",
+        "/studies/{id}/insights/history",
+        "/studies/{id}/insights/folds",
+        "/studies/{id}/insights/curves",
+        "/studies",
+    ],
+)
+def test_a_poller_gets_304_until_the_study_changes(api: TestClient, path: str) -> None:
+    study_id = api.post("/studies", json=study_spec()).json()["id"]
+    _add_trial(api, study_id, 0, 0.5)
+    url = path.format(id=study_id)
+    first = api.get(url)
+    etag = first.headers["etag"]
+    assert first.status_code == 200 and first.headers["cache-control"] == "no-cache"
+    again = api.get(url, headers={"If-None-Match": etag})
+    assert again.status_code == 304 and again.headers["etag"] == etag and not again.content
+    assert api.get(url).content == first.content  # the cached bytes, unchanged
+    _add_trial(api, study_id, 1, 0.1)
+    changed = api.get(url, headers={"If-None-Match": etag})
+    assert changed.status_code == 200 and changed.headers["etag"] != etag
+
+
+def test_cached_answers_are_never_stale(api: TestClient) -> None:
+    study_id = api.post("/studies", json=study_spec()).json()["id"]
+    _add_trial(api, study_id, 0, 0.5)
+    assert api.get(f"/studies/{study_id}").json()["best_trial"]["number"] == 0
+    _add_trial(api, study_id, 1, 0.1)
+    assert api.get(f"/studies/{study_id}").json()["best_trial"]["number"] == 1
+    page = api.get(f"/studies/{study_id}/trials").json()
+    assert [t["number"] for t in page["data"]] == [0, 1]
+    stopped = api.post(f"/studies/{study_id}/stop").json()
+    assert api.get(f"/studies/{study_id}").json()["status"] == stopped["status"] == "stopped"
+
+
+def test_the_study_list_changes_with_creates_and_deletes(api: TestClient) -> None:
+    first = api.post("/studies", json=study_spec(name="a")).json()["id"]
+    etag = api.get("/studies").headers["etag"]
+    second = api.post("/studies", json=study_spec(name="b")).json()["id"]
+    after_create = api.get("/studies", headers={"If-None-Match": etag})
+    assert after_create.status_code == 200 and after_create.json()["count"] == 2
+    api.delete(f"/studies/{first}")
+    after_delete = api.get("/studies", headers={"If-None-Match": after_create.headers["etag"]})
+    assert after_delete.status_code == 200
+    assert [s["id"] for s in after_delete.json()["data"]] == [second]
+
+
+def test_unknown_studies_are_404_not_304(api: TestClient) -> None:
+    response = api.get("/studies/4242", headers={"If-None-Match": "*"})
+    assert response.status_code == 404 and "4242" in response.json()["detail"]
+
+
+def test_if_none_match_lists_and_weak_comparison() -> None:
+    etag = 'W/"b00t-s1.7"'
+    assert etag_matches('"b00t-s1.7"', etag)
+    assert etag_matches('W/"x", W/"b00t-s1.7"', etag)
+    assert etag_matches("*", etag)
+    assert not etag_matches('W/"b00t-s1.8"', etag)
+    assert not etag_matches(None, etag)
