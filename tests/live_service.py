@@ -1,4 +1,5 @@
-"""A real foldwise service in a subprocess (uvicorn, a SQLite file, a local Ray) for tests."""
+"""A real foldwise service in a subprocess (uvicorn, a database, a local Ray) for tests and
+benchmarks, and throw-away PostgreSQL databases for it to use."""
 
 from __future__ import annotations
 
@@ -8,12 +9,22 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDWISE_BIN = Path(sys.executable).parent / "foldwise"
+POSTGRES_ADMIN_URL = os.environ.get(
+    "FOLDWISE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+
+
+class PostgresUnavailable(RuntimeError):
+    """No PostgreSQL server answers at ``POSTGRES_ADMIN_URL``."""
 
 
 def free_port() -> int:
@@ -22,27 +33,66 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class LiveService:
-    """Starts ``foldwise serve`` on 127.0.0.1; only the process it started is ever signalled."""
+@contextmanager
+def postgres_database() -> Iterator[str]:
+    """A new empty PostgreSQL database as a SQLAlchemy URL, dropped afterwards."""
+    import psycopg
 
-    def __init__(self, database_url: str, log_path: Path, *, ray_num_cpus: float = 4) -> None:
+    name = f"foldwise_test_{uuid.uuid4().hex[:12]}"
+    try:
+        admin = psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        raise PostgresUnavailable(f"no PostgreSQL at {POSTGRES_ADMIN_URL}: {exc}") from exc
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0].replace(
+                "postgresql://", "postgresql+psycopg://"
+            )
+            yield f"{base}/{name}"
+        finally:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+class LiveService:
+    """Starts ``foldwise serve`` on 127.0.0.1; only the process it started is ever signalled.
+
+    ``root`` is the source tree to serve (another checkout of foldwise, for before-and-after
+    benchmarks); ``env`` adds or overrides ``FOLDWISE_*`` settings.
+    """
+
+    def __init__(
+        self,
+        database_url: str,
+        log_path: Path,
+        *,
+        ray_num_cpus: float = 4,
+        root: Path = ROOT,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
+        self.root = root
         self.env = {
             **os.environ,
             "FOLDWISE_DATABASE_URL": database_url,
             "FOLDWISE_UPGRADE_DB": "true",
             "FOLDWISE_RAY_NUM_CPUS": str(ray_num_cpus),
             "FOLDWISE_POLL_SECONDS": "0.5",
-            "PYTHONPATH": str(ROOT),
+            "FOLDWISE_ARTIFACT_DIR": str(log_path.parent / "artifacts"),
+            "PYTHONPATH": str(root),
+            **(env or {}),
         }
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 120) -> LiveService:
-        command = [str(FOLDWISE_BIN), "serve", "--port", str(self.port)]
+        command = [sys.executable, "-c", "from foldwise.cli import app; app()"]
+        command += ["serve", "--port", str(self.port)]
         log = self.log_path.open("ab")
-        self.process = subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=log, stderr=log)
+        self.process = subprocess.Popen(
+            command, cwd=self.root, env=self.env, stdout=log, stderr=log
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -70,5 +120,5 @@ class LiveService:
         except subprocess.TimeoutExpired:
             self.kill()
 
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-8000:]
+    def log(self, tail: int = 8000) -> str:
+        return self.log_path.read_text(errors="replace")[-tail:]
