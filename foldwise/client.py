@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from foldwise import schemas
 from foldwise.errors import ApiError, FoldwiseError, InvalidSpec, NotFound, ServiceUnavailable
 from foldwise.spec import StudySpec
+from foldwise.spec_text import SpecTextError, parse_spec_text
 
 if TYPE_CHECKING:
     import pandas
@@ -58,10 +58,14 @@ def _read_document(path: Path) -> Any:
     except OSError as exc:
         raise InvalidSpec([f"cannot read {path}: {exc.strerror or exc}"]) from exc
     try:
-        document = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        reason = " ".join(str(exc).split())
-        raise InvalidSpec([f"cannot parse {path}: {reason}"]) from exc
+        if path.suffix == ".json":
+            document = json.loads(text)
+        else:
+            document, _lines = parse_spec_text(text, str(path))
+    except json.JSONDecodeError as exc:
+        raise InvalidSpec([f"cannot parse {path}: {exc}"]) from exc
+    except SpecTextError as exc:
+        raise InvalidSpec([" ".join(str(exc).split())]) from exc
     if not isinstance(document, dict):
         raise InvalidSpec([f"{path} must hold a mapping (name, space, budget, ...)"])
     return document

@@ -12,25 +12,31 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from foldwise.limits import MAX_ABS_BOUND, MAX_CHOICES, MAX_TEXT_LENGTH
+
+Choice = Annotated[str, Field(max_length=MAX_TEXT_LENGTH)] | int | float | bool
+"""A categorical choice or a condition's value."""
 Scalar = str | int | float | bool
+Bound = Annotated[float, Field(ge=-MAX_ABS_BOUND, le=MAX_ABS_BOUND)]
+IntBound = Annotated[int, Field(ge=-int(MAX_ABS_BOUND), le=int(MAX_ABS_BOUND))]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Comparison(_Strict):
     """A test on another parameter's value; every operator given must hold."""
 
-    eq: Scalar | None = None
-    ne: Scalar | None = None
-    in_: list[Scalar] | None = Field(default=None, alias="in")
+    eq: Choice | None = None
+    ne: Choice | None = None
+    in_: list[Choice] | None = Field(default=None, alias="in", max_length=MAX_CHOICES)
     gt: float | None = None
     gte: float | None = None
     lt: float | None = None
     lte: float | None = None
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -87,8 +93,8 @@ class _Param(_Strict):
 
 class FloatParam(_Param):
     type: Literal["float"]
-    low: float
-    high: float
+    low: Bound
+    high: Bound
     log: bool = False
 
     @model_validator(mode="after")
@@ -99,8 +105,8 @@ class FloatParam(_Param):
 
 class IntParam(_Param):
     type: Literal["int"]
-    low: int
-    high: int
+    low: IntBound
+    high: IntBound
     log: bool = False
 
     @model_validator(mode="after")
@@ -111,7 +117,7 @@ class IntParam(_Param):
 
 class CategoricalParam(_Param):
     type: Literal["categorical"]
-    choices: list[Scalar]
+    choices: list[Choice] = Field(..., max_length=MAX_CHOICES)
 
     @field_validator("choices")
     @classmethod

@@ -6,10 +6,13 @@ same messages. The resolved spec (every default filled in) is what the service s
 
 from __future__ import annotations
 
+import itertools
+import json
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -19,14 +22,40 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from foldwise.json_values import find_unsafe
+from foldwise.limits import (
+    DEFAULT_FOLD_TIMEOUT_S,
+    MAX_ABS_BOUND,
+    MAX_CPUS_PER_WORKER,
+    MAX_FOLD_TIMEOUT_S,
+    MAX_GPUS_PER_WORKER,
+    MAX_MINUTES,
+    MAX_NAME_LENGTH,
+    MAX_OPTIONS_BYTES,
+    MAX_PARAMS,
+    MAX_SEED,
+    MAX_TEXT_LENGTH,
+    MIN_CPUS_PER_WORKER,
+)
 from foldwise.space import ConditionError, Param, condition_order
 
 OPTIMIZER_NAMES = ("random", "gp", "evolution", "nas_evolution")
 """Optimizers a spec may name; the service's registry implements exactly these."""
 
 
+def _small_options(options: dict[str, Any]) -> dict[str, Any]:
+    size = len(json.dumps(options, default=str))
+    if size > MAX_OPTIONS_BYTES:
+        raise ValueError(f"options take {size} bytes as JSON; at most {MAX_OPTIONS_BYTES}")
+    return options
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
+Options = Annotated[dict[str, Any], AfterValidator(_small_options)]
 
 
 class Direction(StrEnum):
@@ -35,7 +64,12 @@ class Direction(StrEnum):
 
 
 class Objective(_Strict):
-    metric: str = Field("val_loss", min_length=1, description="Per-epoch metric to optimise")
+    metric: str = Field(
+        "val_loss",
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        description="Per-epoch metric to optimise; the service lists the task's metrics",
+    )
     direction: Direction = Direction.MINIMIZE
     use: Literal["best", "last"] = Field(
         "best", description="Take each fold's best epoch or its last one"
@@ -44,13 +78,15 @@ class Objective(_Strict):
 
 class OptimizerSpec(_Strict):
     name: Literal["random", "gp", "evolution", "nas_evolution"] = "gp"
-    seed: int | None = Field(None, description="Defaults to the study seed")
-    options: dict[str, Any] = Field(default_factory=dict)
+    seed: Seed | None = Field(None, description="Defaults to the study seed")
+    options: Options = Field(default_factory=dict, description="Checked by the optimizer")
 
 
 class Budget(_Strict):
     trials: int = Field(..., ge=1, le=100_000)
-    max_minutes: float | None = Field(None, gt=0)
+    max_minutes: float | None = Field(
+        None, gt=0, le=MAX_MINUTES, description="No new trials after this long (a year at most)"
+    )
 
 
 class Parallel(_Strict):
@@ -60,32 +96,71 @@ class Parallel(_Strict):
 
 
 class Resources(_Strict):
-    cpus_per_worker: float = Field(1.0, gt=0)
-    gpus_per_worker: float = Field(0.0, ge=0)
+    cpus_per_worker: float = Field(
+        1.0,
+        ge=MIN_CPUS_PER_WORKER,
+        le=MAX_CPUS_PER_WORKER,
+        description="Logical CPUs per DDP rank, to 4 decimals (Ray's precision)",
+    )
+    gpus_per_worker: float = Field(
+        0.0,
+        ge=0,
+        le=MAX_GPUS_PER_WORKER,
+        description="GPUs per rank: a whole number, or a fraction of one with one rank per fold",
+    )
+
+    @field_validator("cpus_per_worker")
+    @classmethod
+    def _ray_precision(cls, cpus: float) -> float:
+        return round(cpus, 4)
+
+    @field_validator("gpus_per_worker")
+    @classmethod
+    def _whole_or_fraction(cls, gpus: float) -> float:
+        if gpus > 1 and not float(gpus).is_integer():
+            raise ValueError("more than one GPU per worker must be a whole number")
+        return round(gpus, 4)
 
 
 class TrainerSpec(_Strict):
-    task: str = Field(..., min_length=1, description='Built-in name or "package.module:attr"')
+    task: str = Field(
+        ...,
+        min_length=1,
+        max_length=MAX_TEXT_LENGTH,
+        description='Built-in name or "package.module:attr"',
+    )
     epochs: int = Field(10, ge=1, le=100_000)
     batch_size: int = Field(
-        64, ge=1, description="Batch per DDP rank; the global batch is this times N_W"
+        64,
+        ge=1,
+        le=1_000_000,
+        description="Batch per DDP rank; the global batch is this times N_W",
     )
     lr_scaling: Literal["linear", "sqrt", "none"] = Field(
         "linear", description="How the learning rate grows with the number of ranks"
     )
-    warmup_epochs: int = Field(1, ge=0, description="Epochs of gradual warm-up to the scaled rate")
+    warmup_epochs: int = Field(
+        1, ge=0, le=100_000, description="Epochs of gradual warm-up to the scaled rate"
+    )
     retries: int = Field(1, ge=0, le=10, description="Relaunches of a fold whose workers died")
     checkpoint_every: int = Field(
         1,
         ge=0,
+        le=100_000,
         description="Rank 0 checkpoints every N epochs (0: never); a retried fold resumes there",
     )
-    options: dict[str, Any] = Field(default_factory=dict, description="Passed to the task as-is")
+    fold_timeout: float = Field(
+        DEFAULT_FOLD_TIMEOUT_S,
+        gt=0,
+        le=MAX_FOLD_TIMEOUT_S,
+        description="Seconds a fold run may take in all; a longer one fails as hung",
+    )
+    options: Options = Field(default_factory=dict, description="Passed to the task as-is")
 
 
 class EarlyStopping(_Strict):
-    patience: int = Field(..., ge=1)
-    min_delta: float = Field(0.0, ge=0)
+    patience: int = Field(..., ge=1, le=100_000)
+    min_delta: float = Field(0.0, ge=0, le=MAX_ABS_BOUND)
     rule: Literal["patience", "smoothed"] = Field(
         "patience",
         description="patience: stop after `patience` epochs without a better value; smoothed "
@@ -97,11 +172,13 @@ class EarlyStopping(_Strict):
 class StudySpec(_Strict):
     """A study as a user submits it."""
 
-    name: str = Field(..., min_length=1, max_length=200)
+    name: str = Field(..., min_length=1, max_length=MAX_TEXT_LENGTH)
     description: str | None = Field(None, max_length=2000)
-    seed: int = Field(0, description="Seeds the fold splits and, by default, the optimizer")
+    seed: Seed = Field(0, description="Seeds the fold splits and, by default, the optimizer")
     objective: Objective = Field(default_factory=Objective)
-    space: dict[str, Param]
+    space: dict[str, Param] = Field(
+        ..., max_length=MAX_PARAMS, json_schema_extra={"minProperties": 1}
+    )
     optimizer: OptimizerSpec = Field(default_factory=OptimizerSpec)
     budget: Budget
     parallel: Parallel = Field(default_factory=Parallel)
@@ -109,19 +186,38 @@ class StudySpec(_Strict):
     trainer: TrainerSpec
     early_stopping: EarlyStopping | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _only_plain_values(cls, data: Any) -> Any:
+        """No NaN, infinity, control character, surrogate, huge integer or deep nesting
+        anywhere in the document, each named where it is."""
+        problems = list(itertools.islice(find_unsafe(data), 20))
+        if problems:
+            raise ValidationError.from_exception_data(
+                "StudySpec",
+                [
+                    {"type": PydanticCustomError(p.kind, p.message), "loc": p.loc, "input": None}
+                    for p in problems
+                ],
+            )
+        return data
+
     @field_validator("space")
     @classmethod
     def _check_space(cls, space: dict[str, Param]) -> dict[str, Param]:
         if not space:
             raise ValueError("the search space needs at least one parameter")
         for name in space:
-            if not name.isidentifier():
-                message = f"parameter name {name!r} must be a Python identifier"
-                raise _space_error((name,), message, space)
+            if not name.isidentifier() or len(name) > MAX_NAME_LENGTH:
+                message = (
+                    f"a parameter name must be a Python identifier of at most "
+                    f"{MAX_NAME_LENGTH} characters"
+                )
+                raise _space_error((name[:MAX_NAME_LENGTH],), message)
         try:
             condition_order(space)
         except ConditionError as exc:
-            raise _space_error(exc.loc, exc.reason, space) from exc
+            raise _space_error(exc.loc, exc.reason) from exc
         return space
 
     @model_validator(mode="after")
@@ -130,15 +226,35 @@ class StudySpec(_Strict):
             self.optimizer.seed = self.seed
         return self
 
+    @model_validator(mode="after")
+    def _whole_gpus_for_ddp(self) -> StudySpec:
+        gpus = self.resources.gpus_per_worker
+        if 0 < gpus < 1 and self.parallel.workers_per_fold > 1:
+            raise ValidationError.from_exception_data(
+                "StudySpec",
+                [
+                    {
+                        "type": PydanticCustomError(
+                            "value_error",
+                            "NCCL needs a whole GPU per rank: use a whole number of GPUs with "
+                            "more than one worker per fold",
+                        ),
+                        "loc": ("resources", "gpus_per_worker"),
+                        "input": gpus,
+                    }
+                ],
+            )
+        return self
+
     def resolved(self) -> dict[str, Any]:
         """The spec as stored and returned by the API: every default filled in."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=False)
 
 
-def _space_error(loc: tuple[str, ...], message: str, space: Any) -> ValidationError:
+def _space_error(loc: tuple[str, ...], message: str) -> ValidationError:
     """An error located inside ``space`` (pydantic prefixes ``space``), so the API names the
     offending parameter, e.g. ``space.width_2.when.depth``, instead of the whole space."""
     error = PydanticCustomError("value_error", "{reason}", {"reason": message})
     return ValidationError.from_exception_data(
-        "StudySpec", [{"type": error, "loc": loc, "input": space}]
+        "StudySpec", [{"type": error, "loc": loc, "input": None}]
     )

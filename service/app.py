@@ -8,9 +8,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse
 
 from service.api.conditional import ReadCache
+from service.api.errors import validation_error_handler
 from service.api.routes import artifacts, health, insights, studies, trials
 from service.config import Settings, get_settings
 from service.dashboard.routes import router as dashboard_router
@@ -33,6 +35,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=_lifespan,
         max_body_size=settings.max_body_bytes,
     )
+    app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.state.settings = settings
     app.state.scheduler = None
     app.include_router(studies.router)

@@ -37,6 +37,11 @@ class Settings(BaseSettings):
     read_cache_bytes: int = Field(
         32 * 1024 * 1024, ge=0, description="Memory for serialised answers to repeated reads"
     )
+    check_cluster_fit: bool = Field(
+        True,
+        description="Refuse a study whose fold run the cluster as it is cannot place; off for "
+        "a cluster that grows on demand (an autoscaler)",
+    )
     access_log: bool = Field(False, description="Log every request (uvicorn's access log)")
 
 

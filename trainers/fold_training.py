@@ -27,6 +27,15 @@ VAL_BATCH = 1024
 """Validation batch size per rank (no gradients, so larger than the training batch)."""
 USAGE_KEYS = ("cpu_percent", "rss_mb", "gpu_util_percent", "gpu_mem_mb")
 """Resource fields averaged over the ranks that report them."""
+TIMING_KEYS = ("lr", "epoch_seconds", "train_seconds", "val_seconds", "samples_per_second")
+
+
+def epoch_metric_names(kind: str, *, gpu: bool) -> list[str]:
+    """What every epoch of a task of ``kind`` reports (``run_epoch``), so what an objective
+    may name; the GPU fields only come from ranks that have a GPU."""
+    score = "val_accuracy" if kind == "classification" else "val_mse"
+    usage = USAGE_KEYS if gpu else USAGE_KEYS[:2]
+    return ["train_loss", "val_loss", score, *TIMING_KEYS, *usage]
 
 
 class TrainingDiverged(RuntimeError):

@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
-from service.dashboard.spec_text import SpecTextError, parse_spec_text
+from foldwise.spec_text import SpecTextError, parse_spec_text
 
 HERE = Path(__file__).parent
 PLOTLY = "plotly-basic-4.1.1.min.js"
@@ -21,7 +21,15 @@ templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.globals["plotly_js"] = f"/dashboard/static/{PLOTLY}"
 static_files = StaticFiles(directory=HERE / "static")
 
-router = APIRouter(prefix="/dashboard", tags=["dashboard"], include_in_schema=False)
+MAX_SPEC_TEXT_BYTES = 256 * 1024
+"""A spec pasted into the dashboard: a 100-parameter spec is under 20 kB."""
+
+router = APIRouter(
+    prefix="/dashboard",
+    tags=["dashboard"],
+    include_in_schema=False,
+    max_body_size=MAX_SPEC_TEXT_BYTES,
+)
 
 
 @router.get("", response_class=HTMLResponse)
@@ -49,7 +57,7 @@ async def trial_page(request: Request, study_id: int, number: int) -> HTMLRespon
 def parse_spec(text: Annotated[str, Body(media_type="text/plain")]) -> dict[str, Any]:
     """YAML or JSON text to ``{spec, lines}``; the page then posts ``spec`` to ``/studies``."""
     try:
-        spec, lines = parse_spec_text(text)
+        spec, lines = parse_spec_text(text, "the text")
     except SpecTextError as exc:
         detail = [{"type": "yaml_error", "loc": ["body"], "msg": str(exc), "line": exc.line}]
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=detail) from exc

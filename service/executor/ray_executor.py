@@ -18,6 +18,7 @@ from typing import Any
 
 import ray
 
+from service.cluster_fit import NodeCapacity
 from service.executor.failures import FoldFailed, fold_failure
 from service.executor.pool import WorkerGroup, WorkerPool
 from trainers.job import FoldJob, trained_seconds
@@ -100,12 +101,15 @@ class RayExecutor:
         *,
         cpus_per_worker: float,
         gpus_per_worker: float,
+        timeout: float | None = None,
         stats: FoldRunStats | None = None,
     ) -> AsyncIterator[dict[str, float]]:
         """Run `job` on `job.world_size` workers; yield rank 0's per-epoch metrics.
 
-        Raises FoldFailed on failure; on cancellation (or when the caller stops iterating) the
-        worker group is killed. `stats`, if given, is filled in; `last_run_stats` always is.
+        Raises FoldFailed on failure, and when the run takes more than `timeout` seconds from
+        the moment its workers are ready (time queued for resources does not count); on that,
+        on cancellation, or when the caller stops iterating, the worker group is killed.
+        `stats`, if given, is filled in; `last_run_stats` always is.
         """
         started = time.perf_counter()
         stats = stats or FoldRunStats(world_size=job.world_size)
@@ -122,9 +126,10 @@ class RayExecutor:
             (job.world_size, float(cpus_per_worker), float(gpus_per_worker))
         )
         stats.acquire_seconds = time.perf_counter() - started
+        deadline = None if timeout is None else time.monotonic() + timeout
         reusable = False
         try:
-            async for metrics in self._stream(group, job):
+            async for metrics in self._stream(group, job, deadline, timeout):
                 stats.epochs += 1
                 stats.train_seconds += trained_seconds([metrics])
                 stats.wall_seconds = time.perf_counter() - started
@@ -148,8 +153,11 @@ class RayExecutor:
             else:  # failed, cancelled, or abandoned by the caller
                 self.pool.discard(group)
 
-    async def _stream(self, group: WorkerGroup, job: FoldJob) -> AsyncIterator[dict[str, float]]:
-        """Launch every rank; pass rank 0's epochs on; turn the first failure into FoldFailed."""
+    async def _stream(
+        self, group: WorkerGroup, job: FoldJob, deadline: float | None, timeout: float | None
+    ) -> AsyncIterator[dict[str, float]]:
+        """Launch every rank; pass rank 0's epochs on; turn the first failure into FoldFailed,
+        and `deadline` (monotonic) passing into a FoldFailed that names `timeout`."""
         queue: asyncio.Queue[tuple[str, int, Any]] = asyncio.Queue()
         addr, port = group.master
         tasks = [
@@ -166,7 +174,7 @@ class RayExecutor:
             errors: dict[int, BaseException] = {}
             finished: set[int] = set()
             for _ in range(len(tasks)):
-                while (item := await _next(queue, finished, len(tasks)))[0] == "epoch":
+                while (item := await _next(queue, finished, len(tasks), deadline))[0] == "epoch":
                     yield item[2]
                 if item[2] is not None:
                     errors[item[1]] = item[2]
@@ -175,6 +183,10 @@ class RayExecutor:
             if errors:
                 errors |= await _collect_errors(tasks, queue)
                 raise fold_failure(errors, job.describe(), len(tasks))
+        except _DeadlinePassed:
+            raise FoldFailed(
+                f"timed out: the fold run took longer than trainer.fold_timeout ({timeout:g} s)"
+            ) from None
         finally:
             for task in tasks:
                 task.cancel()
@@ -197,6 +209,16 @@ class RayExecutor:
             "idle_groups": len(self.pool.idle_groups),
             "busy_groups": len(self.pool.busy_groups),
         }
+
+    def node_capacities(self) -> list[NodeCapacity]:
+        """CPUs and GPUs of each alive node, in all (blocking: a call to Ray's GCS)."""
+        if not ray.is_initialized():
+            return []
+        return [
+            NodeCapacity(cpus=n["Resources"].get("CPU", 0.0), gpus=n["Resources"].get("GPU", 0.0))
+            for n in ray.nodes()
+            if n.get("Alive")
+        ]
 
     async def shutdown(self) -> None:
         """Kill pooled workers; shut Ray down only if `start` started or joined it."""
@@ -239,13 +261,25 @@ class _StuckRanks(Exception):
         self.ranks = ranks
 
 
-async def _next(queue: asyncio.Queue, finished: set[int], world_size: int) -> tuple[str, int, Any]:
-    """The next item from the ranks; once one rank has finished, the rest get FINISH_GRACE_S."""
-    if not finished:
+class _DeadlinePassed(Exception):
+    """The fold run's time (trainer.fold_timeout) ran out."""
+
+
+async def _next(
+    queue: asyncio.Queue, finished: set[int], world_size: int, deadline: float | None
+) -> tuple[str, int, Any]:
+    """The next item from the ranks before `deadline`; once one rank has finished, the rest
+    get FINISH_GRACE_S."""
+    grace = FINISH_GRACE_S if finished else None
+    left = None if deadline is None else deadline - time.monotonic()
+    wait = min((t for t in (grace, left) if t is not None), default=None)
+    if wait is None:
         return await queue.get()
     try:
-        return await asyncio.wait_for(queue.get(), FINISH_GRACE_S)
+        return await asyncio.wait_for(queue.get(), max(wait, 0.0))
     except TimeoutError:
+        if left is not None and (grace is None or left <= grace):
+            raise _DeadlinePassed from None
         raise _StuckRanks(sorted(set(range(world_size)) - finished)) from None
 
 

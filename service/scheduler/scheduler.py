@@ -11,6 +11,7 @@ import contextlib
 import logging
 from typing import Any
 
+from service.cluster_fit import NodeCapacity
 from service.scheduler.store import SchedulerStore
 from service.scheduler.study_runner import StudyRunner
 from service.scheduler.trial_runner import FoldExecutor
@@ -59,6 +60,14 @@ class Scheduler:
         runner, task = entry
         runner.wake()
         await asyncio.wait({task})
+
+    def cluster_nodes(self) -> list[NodeCapacity]:
+        """What each node of the cluster offers (blocking); empty when Ray does not answer."""
+        try:
+            return self.executor.node_capacities()  # type: ignore[attr-defined]
+        except Exception as exc:  # a submit check must not fail because Ray is slow to answer
+            log.warning("could not read the cluster's nodes: %s", exc)
+            return []
 
     def executor_health(self) -> dict[str, Any]:
         try:

@@ -23,7 +23,14 @@ from trainers.objective import fold_value
 
 
 class FoldExecutor(Protocol):
-    def run_fold(self, job: FoldJob, *, cpus_per_worker: float, gpus_per_worker: float) -> Any: ...
+    def run_fold(
+        self,
+        job: FoldJob,
+        *,
+        cpus_per_worker: float,
+        gpus_per_worker: float,
+        timeout: float | None = None,
+    ) -> Any: ...
 
 
 class TrialFailed(Exception):
@@ -132,6 +139,7 @@ class TrialRunner:
                 job,
                 cpus_per_worker=self.spec.resources.cpus_per_worker,
                 gpus_per_worker=self.spec.resources.gpus_per_worker,
+                timeout=self.spec.trainer.fold_timeout,
             ):
                 epochs.append(metrics)
                 await self.store.record_epoch(

@@ -211,7 +211,7 @@ def test_log_scale_needs_positive_low(doc, name, tag, low):
 
 def test_bounds_must_be_finite(doc):
     doc["space"]["lr"].update(log=False, high=float("inf"))
-    assert_rejected(doc, ("space", "lr", "float"), "finite")
+    assert_rejected(doc, ("space", "lr", "high"), "finite")
 
 
 def test_choices_must_be_non_empty_and_distinct(doc):
@@ -316,6 +316,7 @@ def test_minimal_spec_resolves_every_default():
         "warmup_epochs": 1,
         "retries": 1,
         "checkpoint_every": 1,
+        "fold_timeout": 3600.0,
         "options": {},
     }
     assert resolved["budget"] == {"trials": 5, "max_minutes": None}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -169,12 +170,48 @@ def test_ranks_that_do_not_finish_after_the_others_are_reported_stuck(monkeypatc
     async def scenario() -> list[int]:
         queue: asyncio.Queue = asyncio.Queue()
         queue.put_nowait(("epoch", 0, {"epoch": 1.0}))
-        assert (await ray_executor._next(queue, set(), 3))[0] == "epoch"  # no deadline yet
+        assert (await ray_executor._next(queue, set(), 3, None))[0] == "epoch"  # no grace yet
         with pytest.raises(ray_executor._StuckRanks) as info:
-            await ray_executor._next(queue, {0}, 3)
+            await ray_executor._next(queue, {0}, 3, None)
         return info.value.ranks
 
     assert asyncio.run(scenario()) == [1, 2]
+
+
+def test_the_fold_deadline_wins_over_the_finishing_grace(monkeypatch) -> None:
+    monkeypatch.setattr(ray_executor, "FINISH_GRACE_S", 5.0)
+
+    async def scenario() -> None:
+        queue: asyncio.Queue = asyncio.Queue()
+        soon = time.monotonic() + 0.05
+        with pytest.raises(ray_executor._DeadlinePassed):
+            await ray_executor._next(queue, set(), 2, soon)
+        with pytest.raises(ray_executor._DeadlinePassed):
+            await ray_executor._next(queue, {0}, 2, soon)
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.slow
+def test_a_hung_fold_times_out_and_its_workers_are_killed(runner, executor) -> None:
+    async def scenario() -> tuple[list[dict[str, float]], WorkerGroup | None]:
+        seen: list[dict[str, float]] = []
+        run = executor.run_fold(
+            _job(mode="hang"), cpus_per_worker=CPUS, gpus_per_worker=0, timeout=8
+        )
+        with pytest.raises(FoldFailed) as info:
+            async for metrics in run:
+                seen.append(metrics)
+        assert not info.value.retryable
+        assert info.value.message.startswith("timed out: the fold run took longer than")
+        assert "trainer.fold_timeout (8 s)" in info.value.message
+        return seen, executor.pool.busy_groups[0] if executor.pool.busy_groups else None
+
+    started = time.monotonic()
+    seen, busy = runner.run(scenario())
+    assert [m["epoch"] for m in seen] == [1.0]  # rank 1 hangs in epoch 2
+    assert busy is None and time.monotonic() - started < 60
+    runner.run(_collect(executor, _job()))  # the next fold runs as usual
 
 
 @pytest.mark.slow

@@ -3,13 +3,15 @@
 `mode`: "ok" trains normally; "raise" makes build_model raise; "nan" makes the model output NaN;
 "crash" kills rank 1's process (os._exit) at the start of epoch 2, in every attempt;
 "crash_once" kills rank 1 at the start of epoch 3, but only in a run that started at epoch 1:
-a run resumed from a checkpoint (whose model buffers say epochs were done) goes on. Usable as
-"tests.user_tasks.tiny" or "tests.user_tasks.tiny:task".
+a run resumed from a checkpoint (whose model buffers say epochs were done) goes on; "hang"
+makes rank 1 sleep for an hour at the start of epoch 2 (its peers then wait in all-reduce).
+Usable as "tests.user_tasks.tiny" or "tests.user_tasks.tiny:task".
 """
 
 from __future__ import annotations
 
 import os
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -19,7 +21,7 @@ import torch.distributed as dist
 from torch import nn
 
 kind = "classification"
-MODES = ("ok", "raise", "nan", "crash", "crash_once")
+MODES = ("ok", "raise", "nan", "crash", "crash_once", "hang")
 
 
 def load_data() -> tuple[np.ndarray, np.ndarray]:
@@ -58,6 +60,8 @@ class _TinyNet(nn.Module):
             self._first_epoch = epoch
         if _rank() == 1 and self.mode == "crash" and epoch == 2:
             os._exit(1)
+        if _rank() == 1 and self.mode == "hang" and epoch == 2:
+            time.sleep(3600)
         if _rank() == 1 and self.mode == "crash_once" and epoch == 3 and self._first_epoch == 1:
             os._exit(1)
         out = self.net(x)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import anyio
 from fastapi import APIRouter, HTTPException, Query, Response, status
 from sqlalchemy.orm import Session
 
@@ -29,8 +30,14 @@ router = APIRouter(prefix="/studies", tags=["studies"])
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=schemas.Study)
-async def create_study(spec: StudySpec, db: DbDep, scheduler: SchedulerDep) -> schemas.Study:
-    check_runnable(spec)
+async def create_study(
+    spec: StudySpec, db: DbDep, scheduler: SchedulerDep, settings: SettingsDep
+) -> schemas.Study:
+    def check() -> None:
+        nodes = scheduler.cluster_nodes() if scheduler and settings.check_cluster_fit else []
+        check_runnable(spec, nodes)
+
+    await anyio.to_thread.run_sync(check)
 
     def work(session: Session) -> schemas.Study:
         study = study_repo.create_study(session, spec)

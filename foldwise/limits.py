@@ -1,0 +1,36 @@
+"""The documented limits of a study spec: what the service accepts and can run.
+
+They keep every accepted study runnable (no overflow in a bound, a seed or a duration), keep a
+submitted document small enough to store, send to every worker and show in the dashboard, and
+make a 422 the answer to anything beyond them. docs/api.md lists them for users.
+"""
+
+from __future__ import annotations
+
+MAX_PARAMS = 100
+"""Parameters in a search space."""
+MAX_CHOICES = 256
+"""Choices of a categorical parameter, and values in a condition's ``in`` list."""
+MAX_NAME_LENGTH = 64
+"""Characters in a parameter's name or an objective metric's name."""
+MAX_TEXT_LENGTH = 200
+"""Characters in a study's name, a task name or a categorical choice."""
+MAX_ABS_BOUND = 1e15
+"""Largest magnitude of a parameter bound (and of an int parameter's values: exact in floats)."""
+MAX_SEED = 2**32 - 1
+"""Seeds run from 0 to this (numpy's range)."""
+MAX_MINUTES = 525_600.0
+"""A study's ``budget.max_minutes``: one year."""
+MAX_FOLD_TIMEOUT_S = 7 * 24 * 3600.0
+"""A fold run's ``trainer.fold_timeout``: one week."""
+DEFAULT_FOLD_TIMEOUT_S = 3600.0
+"""A fold run with no epoch left to report after an hour is treated as hung."""
+MAX_CPUS_PER_WORKER = 1024.0
+MIN_CPUS_PER_WORKER = 0.01
+MAX_GPUS_PER_WORKER = 64.0
+MAX_OPTIONS_BYTES = 65_536
+"""Size of ``trainer.options`` or ``optimizer.options`` as JSON: they travel to every worker."""
+MAX_DEPTH = 32
+"""Nesting of any value in a spec (lists and mappings inside each other)."""
+MAX_INT = 2**63 - 1
+"""Largest magnitude of any integer in a spec (SQL's BIGINT)."""

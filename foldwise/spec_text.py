@@ -1,0 +1,118 @@
+"""YAML or JSON spec text to a document, safely, with the line of every field.
+
+YAML has anchors and aliases: ten lines of ``&a [*b, *b, ...]`` expand to billions of nodes (an
+"alias bomb"), and ``a: &a [*a]`` to a list that holds itself. The text is composed into YAML's
+node graph first (aliases there are shared nodes, so it stays small), checked for cycles and for
+the size it would expand to, and only then turned into Python values. The line map lets the
+dashboard show each 422 next to the field it names; the SDK and CLI read spec files through here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, SequenceNode
+
+Loader = yaml.SafeLoader
+"""The pure-Python parser: on deep nesting it raises RecursionError, where libyaml's C parser
+overflows the C stack and takes the process down (seen at 50,000 nested brackets)."""
+
+MAX_NODES = 20_000
+"""Values a document may expand to, aliases included (a 100-parameter spec has ~1,500)."""
+
+
+class SpecTextError(ValueError):
+    """The text is not a YAML (or JSON) document foldwise reads; ``line`` is 1-based, when the
+    parser knows it. The message reads ``cannot parse <source>: <why>``."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def parse_spec_text(text: str, source: str = "the spec") -> tuple[Any, dict[str, int]]:
+    """The document and a map from dotted field path (``space.lr.low``) to its 1-based line.
+
+    Raises ``SpecTextError`` naming ``source`` (a file's path, say) for text that does not
+    parse, refers to itself, or would expand past ``MAX_NODES`` values."""
+    lines: dict[str, int] = {}
+    loader = None
+    try:
+        loader = Loader(text)  # the reader refuses unprintable characters here already
+        root = loader.get_single_node()
+        if root is None:
+            return None, {}
+        _check_size(root, source)
+        document = loader.construct_document(root)
+        _walk(root, (), lines)
+    except yaml.YAMLError as exc:
+        raise _syntax_error(exc, source) from exc
+    except RecursionError as exc:
+        raise SpecTextError(f"cannot parse {source}: it is nested too deeply") from exc
+    finally:
+        if loader is not None:
+            loader.dispose()
+    return document, lines
+
+
+def _syntax_error(exc: yaml.YAMLError, source: str) -> SpecTextError:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    if mark is None:
+        return SpecTextError(f"cannot parse {source}: not valid YAML or JSON: {problem}")
+    where = f"line {mark.line + 1}, column {mark.column + 1}"
+    return SpecTextError(
+        f"cannot parse {source}: not valid YAML or JSON at {where}: {problem}", mark.line + 1
+    )
+
+
+def _check_size(root: Node, source: str) -> None:
+    """Refuse a node graph with a cycle or one that expands past ``MAX_NODES`` values."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    open_nodes: set[int] = set()
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            open_nodes.discard(key)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in _children(node))
+            if sizes[key] > MAX_NODES:
+                raise SpecTextError(
+                    f"cannot parse {source}: it expands to more than {MAX_NODES} values "
+                    "(anchors and aliases repeat what they name)",
+                    node.start_mark.line + 1,
+                )
+            continue
+        if key in sizes:
+            continue
+        if key in open_nodes:
+            raise SpecTextError(
+                f"cannot parse {source}: an alias refers to a value that contains it",
+                node.start_mark.line + 1,
+            )
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
+
+
+def _children(node: Node) -> list[Node]:
+    if isinstance(node, MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _walk(node: Node, path: tuple[str, ...], lines: dict[str, int]) -> None:
+    if isinstance(node, MappingNode):
+        for key, value in node.value:
+            child = (*path, str(key.value))
+            lines[".".join(child)] = key.start_mark.line + 1
+            _walk(value, child, lines)
+    elif isinstance(node, SequenceNode):
+        for index, item in enumerate(node.value):
+            child = (*path, str(index))
+            lines[".".join(child)] = item.start_mark.line + 1
+            _walk(item, child, lines)

@@ -1,0 +1,77 @@
+"""Spec text to a document with the line of each field, and the endpoint the form posts to."""
+
+from __future__ import annotations
+
+import pytest
+
+from foldwise.spec_text import MAX_NODES, SpecTextError, parse_spec_text
+
+SPEC = """name: demo
+space:
+  lr:
+    type: float
+    low: 0.1
+  act: {type: categorical, choices: [relu, tanh]}
+"""
+
+
+def test_every_field_maps_to_its_line() -> None:
+    document, lines = parse_spec_text(SPEC)
+    assert document["space"]["lr"]["low"] == 0.1
+    assert lines["name"] == 1 and lines["space.lr"] == 3 and lines["space.lr.low"] == 5
+    assert lines["space.act.choices.1"] == 6
+
+
+def test_json_is_yaml_too() -> None:
+    document, lines = parse_spec_text('{\n  "name": "j",\n  "budget": {"trials": 3}\n}')
+    assert document == {"name": "j", "budget": {"trials": 3}}
+    assert lines["budget.trials"] == 3
+
+
+def test_broken_text_names_its_line() -> None:
+    with pytest.raises(SpecTextError) as info:
+        parse_spec_text("name: x\nspace: [a, b\nbudget: 3\n")
+    assert info.value.line == 3 and "not valid YAML" in str(info.value)
+
+
+def test_unprintable_characters_are_a_parse_error() -> None:
+    with pytest.raises(SpecTextError) as info:
+        parse_spec_text("a: \x00", "nul.yaml")
+    assert str(info.value).startswith("cannot parse nul.yaml: not valid YAML or JSON")
+
+
+def test_an_alias_bomb_is_refused_before_it_expands() -> None:
+    lines = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    for name, prev in zip("bcdefghi", "abcdefgh", strict=True):
+        lines.append(f"{name}: &{name} [{', '.join(['*' + prev] * 9)}]")  # 9^9 values
+    with pytest.raises(SpecTextError) as info:
+        parse_spec_text("\n".join(lines), "bomb.yaml")
+    assert f"more than {MAX_NODES} values" in str(info.value)
+    assert str(info.value).startswith("cannot parse bomb.yaml: it expands")
+
+
+def test_aliases_within_the_budget_still_work() -> None:
+    document, _ = parse_spec_text("base: &b {low: 1, high: 2}\nx: *b\ny: *b\n")
+    assert document["x"] == document["y"] == {"low": 1, "high": 2}
+
+
+@pytest.mark.parametrize("text", ["a: &a [*a]", "a: &a {b: *a}", "- &a [x, [*a]]"])
+def test_an_alias_that_contains_itself_is_refused(text: str) -> None:
+    with pytest.raises(SpecTextError) as info:
+        parse_spec_text(text)
+    assert "refers to a value that contains it" in str(info.value) and info.value.line == 1
+
+
+def test_deep_nesting_is_refused_not_a_crash() -> None:
+    with pytest.raises(SpecTextError) as info:
+        parse_spec_text("a: " + "[" * 50_000 + "]" * 50_000)
+    assert "nested too deeply" in str(info.value)
+
+
+def test_syntax_errors_name_the_source_and_position() -> None:
+    with pytest.raises(SpecTextError) as info:
+        parse_spec_text("name: x\nspace: [a, b\nbudget: 3\n", "study.yaml")
+    assert str(info.value).startswith(
+        "cannot parse study.yaml: not valid YAML or JSON at line 3, column"
+    )
+    assert "<unicode string>" not in str(info.value)

@@ -1,0 +1,38 @@
+"""POST /dashboard/spec: the spec form's text to a document with lines, or a short 422."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+SPEC = """name: demo
+space:
+  lr:
+    type: float
+    low: 0.1
+  act: {type: categorical, choices: [relu, tanh]}
+"""
+TEXT = {"content-type": "text/plain"}
+
+
+def test_endpoint_answers_spec_and_lines_or_a_422(api: TestClient) -> None:
+    ok = api.post("/dashboard/spec", content=SPEC, headers=TEXT)
+    assert ok.status_code == 200 and ok.json()["lines"]["space.lr.type"] == 4
+    bad = api.post("/dashboard/spec", content="a: [", headers={"content-type": "text/plain"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["line"] == 1
+    scalar = api.post("/dashboard/spec", content="42", headers={"content-type": "text/plain"})
+    assert scalar.status_code == 422 and "mapping" in scalar.json()["detail"][0]["msg"]
+
+
+def test_bombs_loops_and_floods_are_short_422s_or_413(api: TestClient) -> None:
+    bomb = "\n".join(
+        ["a: &a [x, x, x, x, x, x, x, x, x]"]
+        + [
+            f"{n}: &{n} [{', '.join(['*' + p] * 9)}]"
+            for n, p in zip("bcdefg", "abcdef", strict=True)
+        ]
+    )
+    for text in (bomb, "a: &a [*a]", "[" * 3000 + "]" * 3000):
+        response = api.post("/dashboard/spec", content=text, headers=TEXT)
+        assert response.status_code == 422 and len(response.content) < 1000, response.text
+    flood = api.post("/dashboard/spec", content="a: " + "x" * 300_000, headers=TEXT)
+    assert flood.status_code == 413
