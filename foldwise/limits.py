@@ -34,3 +34,10 @@ MAX_DEPTH = 32
 """Nesting of any value in a spec (lists and mappings inside each other)."""
 MAX_INT = 2**63 - 1
 """Largest magnitude of any integer in a spec (SQL's BIGINT)."""
+
+IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+"""A parameter's name: an ASCII Python identifier (it becomes a keyword in user code)."""
+_DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
+TASK_NAME = rf"^{_DOTTED}(:{_DOTTED})?$"
+"""A built-in task's name, ``package.module`` or ``package.module:attr``."""
+METRIC_NAME = r"^[A-Za-z_][A-Za-z0-9_.]*$"

@@ -10,7 +10,16 @@ import math
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from foldwise.limits import MAX_ABS_BOUND, MAX_CHOICES, MAX_TEXT_LENGTH
 
@@ -22,7 +31,8 @@ IntBound = Annotated[int, Field(ge=-int(MAX_ABS_BOUND), le=int(MAX_ABS_BOUND))]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    # strict: no bool where a number goes, no "3" where an int goes: what the JSON Schema says
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 class Comparison(_Strict):
@@ -36,7 +46,9 @@ class Comparison(_Strict):
     lt: float | None = None
     lte: float | None = None
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=True, allow_inf_nan=False, strict=True
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -47,6 +59,15 @@ class Comparison(_Strict):
         if isinstance(data, list):
             return {"in": data}
         return data
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        """The object form, or the shorthands ``_scalar_means_eq`` reads: a value or a list."""
+        scalar = {"type": ["string", "number", "boolean"]}
+        shorthand = [scalar, {"type": "array", "items": scalar, "maxItems": MAX_CHOICES}]
+        return {"anyOf": [handler(core_schema), *shorthand]}
 
     @model_validator(mode="after")
     def _not_empty(self) -> Comparison:

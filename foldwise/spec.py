@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -25,6 +26,7 @@ from pydantic_core import PydanticCustomError
 from foldwise.json_values import find_unsafe
 from foldwise.limits import (
     DEFAULT_FOLD_TIMEOUT_S,
+    IDENTIFIER,
     MAX_ABS_BOUND,
     MAX_CPUS_PER_WORKER,
     MAX_FOLD_TIMEOUT_S,
@@ -35,7 +37,9 @@ from foldwise.limits import (
     MAX_PARAMS,
     MAX_SEED,
     MAX_TEXT_LENGTH,
+    METRIC_NAME,
     MIN_CPUS_PER_WORKER,
+    TASK_NAME,
 )
 from foldwise.space import ConditionError, Param, condition_order
 
@@ -51,7 +55,8 @@ def _small_options(options: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    # strict: no bool where a number goes, no "3" where an int goes: what the JSON Schema says
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
@@ -68,9 +73,10 @@ class Objective(_Strict):
         "val_loss",
         min_length=1,
         max_length=MAX_NAME_LENGTH,
+        pattern=METRIC_NAME,
         description="Per-epoch metric to optimise; the service lists the task's metrics",
     )
-    direction: Direction = Direction.MINIMIZE
+    direction: Annotated[Direction, Field(strict=False)] = Direction.MINIMIZE
     use: Literal["best", "last"] = Field(
         "best", description="Take each fold's best epoch or its last one"
     )
@@ -127,6 +133,7 @@ class TrainerSpec(_Strict):
         ...,
         min_length=1,
         max_length=MAX_TEXT_LENGTH,
+        pattern=TASK_NAME,
         description='Built-in name or "package.module:attr"',
     )
     epochs: int = Field(10, ge=1, le=100_000)
@@ -169,6 +176,25 @@ class EarlyStopping(_Strict):
     )
 
 
+EXAMPLE_SPEC: dict[str, Any] = {
+    "name": "digits-mlp-quick",
+    "objective": {"metric": "val_loss", "direction": "minimize"},
+    "space": {
+        "lr": {"type": "float", "low": 1e-4, "high": 0.1, "log": True},
+        "depth": {"type": "int", "low": 1, "high": 2},
+        "width_1": {"type": "int", "low": 16, "high": 128, "log": True},
+        "width_2": {"type": "int", "low": 16, "high": 128, "log": True, "when": {"depth": 2}},
+        "act": {"type": "categorical", "choices": ["relu", "tanh"]},
+    },
+    "optimizer": {"name": "gp", "seed": 0},
+    "budget": {"trials": 2},
+    "parallel": {"trial_groups": 1, "folds": 2, "workers_per_fold": 1},
+    "resources": {"cpus_per_worker": 0.5},
+    "trainer": {"task": "digits_mlp", "epochs": 1},
+}
+"""A study that runs in seconds: the example the API documents (and /docs offers to send)."""
+
+
 class StudySpec(_Strict):
     """A study as a user submits it."""
 
@@ -177,7 +203,12 @@ class StudySpec(_Strict):
     seed: Seed = Field(0, description="Seeds the fold splits and, by default, the optimizer")
     objective: Objective = Field(default_factory=Objective)
     space: dict[str, Param] = Field(
-        ..., max_length=MAX_PARAMS, json_schema_extra={"minProperties": 1}
+        ...,
+        max_length=MAX_PARAMS,
+        json_schema_extra={
+            "minProperties": 1,
+            "propertyNames": {"pattern": IDENTIFIER, "maxLength": MAX_NAME_LENGTH},
+        },
     )
     optimizer: OptimizerSpec = Field(default_factory=OptimizerSpec)
     budget: Budget
@@ -208,10 +239,10 @@ class StudySpec(_Strict):
         if not space:
             raise ValueError("the search space needs at least one parameter")
         for name in space:
-            if not name.isidentifier() or len(name) > MAX_NAME_LENGTH:
+            if not re.fullmatch(IDENTIFIER.strip("^$"), name) or len(name) > MAX_NAME_LENGTH:
                 message = (
-                    f"a parameter name must be a Python identifier of at most "
-                    f"{MAX_NAME_LENGTH} characters"
+                    f"a parameter name must be a Python identifier (ASCII letters, digits and "
+                    f"_) of at most {MAX_NAME_LENGTH} characters"
                 )
                 raise _space_error((name[:MAX_NAME_LENGTH],), message)
         try:

@@ -10,9 +10,11 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse
+from fastapi_offline import FastAPIOffline
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.api.conditional import ReadCache
-from service.api.errors import validation_error_handler
+from service.api.errors import method_not_allowed_handler, validation_error_handler
 from service.api.routes import artifacts, health, insights, studies, trials
 from service.config import Settings, get_settings
 from service.dashboard.routes import router as dashboard_router
@@ -28,7 +30,8 @@ log = logging.getLogger("foldwise")
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app; ``uvicorn --factory service.app:create_app`` serves it."""
     settings = settings or get_settings()
-    app = FastAPI(
+    app = FastAPIOffline(  # /docs loads Swagger UI from here, not from a CDN
+        redoc_url=None,  # ReDoc would still fetch its logo from cdn.redoc.ly
         title="foldwise",
         version="0.1.0",
         summary="Hyperparameter and architecture search with K-fold cross-validation",
@@ -36,6 +39,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         max_body_size=settings.max_body_bytes,
     )
     app.add_exception_handler(RequestValidationError, validation_error_handler)
+    app.add_exception_handler(StarletteHTTPException, method_not_allowed_handler)
     app.state.settings = settings
     app.state.scheduler = None
     app.include_router(studies.router)

@@ -1,4 +1,4 @@
-"""Study revisions for conditional reads; ids of deleted studies and trials never reused.
+"""Study revisions for conditional reads; 64-bit ids, never reused.
 
 Revision ID: 0002
 Revises: 0001
@@ -6,7 +6,9 @@ Create Date: 2026-11-23
 
 ``studies.revision`` is bumped with every change to a study and what it holds. On SQLite the
 studies and trials tables are rebuilt with AUTOINCREMENT (SQLite otherwise hands a deleted
-row's id to the next insert); PostgreSQL sequences never reuse ids, so nothing changes there.
+row's id to the next insert; its ids are 64-bit already). On PostgreSQL, whose sequences never
+reuse ids, the ids and the columns that point at them become BIGINT, sequences included: a
+SERIAL stops at 2^31, which the epoch rows of a few thousand large studies reach.
 """
 
 from __future__ import annotations
@@ -18,6 +20,14 @@ revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
+
+ID_TABLES = ("studies", "trials", "fold_runs", "epoch_metrics")
+ID_COLUMNS = (
+    *((table, "id") for table in ID_TABLES),
+    ("trials", "study_id"),
+    ("fold_runs", "trial_id"),
+    ("epoch_metrics", "fold_run_id"),
+)
 
 
 def upgrade() -> None:
@@ -35,8 +45,18 @@ def upgrade() -> None:
             "trials", recreate="always", table_kwargs={"sqlite_autoincrement": True}
         ):
             pass
+        return
+    for table, column in ID_COLUMNS:
+        op.alter_column(table, column, type_=sa.BigInteger(), existing_type=sa.Integer())
+    for table in ID_TABLES:
+        op.execute(f"ALTER SEQUENCE {table}_id_seq AS BIGINT")
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name != "sqlite":
+        for table in ID_TABLES:
+            op.execute(f"ALTER SEQUENCE {table}_id_seq AS INTEGER")
+        for table, column in ID_COLUMNS:
+            op.alter_column(table, column, type_=sa.Integer(), existing_type=sa.BigInteger())
     with op.batch_alter_table("studies") as batch_op:
         batch_op.drop_column("revision")

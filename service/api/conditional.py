@@ -23,6 +23,7 @@ from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from service.api.deps import DbDep
+from service.api.errors import documented
 from service.db import studies as study_repo
 from service.db.engine import SessionRunner
 
@@ -123,6 +124,6 @@ async def get_reads(request: Request, db: DbDep) -> ConditionalReads:
 ReadsDep = Annotated[ConditionalReads, Depends(get_reads)]
 
 
-def conditional(model: Any) -> dict[str, Any]:
-    """Route keyword arguments of a conditional read: its documented model and the 304."""
-    return {"response_model": model, "responses": NOT_MODIFIED}
+def conditional(model: Any, *, errors: tuple[int, ...] = ()) -> dict[str, Any]:
+    """Route keyword arguments of a conditional read: its model, the 304 and ``errors``."""
+    return {"response_model": model, "responses": {**NOT_MODIFIED, **documented(*errors)}}

@@ -8,11 +8,12 @@ number is a 422 naming it rather than a driver overflow.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, HTTPException, Path, Query, Request, status
-from pydantic import AfterValidator
+from pydantic import AfterValidator, BeforeValidator
 from sqlalchemy.orm import Session
 
 from service.config import Settings
@@ -25,7 +26,9 @@ if TYPE_CHECKING:
     from service.scheduler.scheduler import Scheduler
 
 MAX_ID = 2**63 - 1
-"""The largest id, number or offset a request may name: SQL's BIGINT."""
+"""The largest id or offset a request may name: SQL's BIGINT, what ids are stored as."""
+MAX_NUMBER = 2**31 - 1
+"""The largest trial number a request may name: SQL's INTEGER (numbers stay below the budget)."""
 
 
 async def get_db(request: Request) -> SessionRunner:
@@ -45,22 +48,37 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 SchedulerDep = Annotated["Scheduler | None", Depends(get_scheduler)]
 
 StudyId = Annotated[int, Path(ge=1, le=MAX_ID, description="The study's id")]
-TrialNumber = Annotated[int, Path(ge=0, le=MAX_ID, description="The trial's number in its study")]
+TrialNumber = Annotated[
+    int, Path(ge=0, le=MAX_NUMBER, description="The trial's number in its study")
+]
 Offset = Annotated[int, Query(ge=0, le=MAX_ID, description="Rows to skip")]
 Limit = Annotated[int, Query(ge=1, le=1000, description="Rows to return at most")]
 
 
 def _as_utc(value: datetime) -> datetime:
-    """A naive datetime is read as UTC; an aware one is converted to UTC."""
+    """A naive datetime is read as UTC; an aware one is converted to UTC, or to the first or
+    last moment there is when its offset takes it past the calendar's ends."""
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
     try:
         return value.astimezone(UTC)
-    except OverflowError as exc:
-        raise ValueError("the datetime is out of range once converted to UTC") from exc
+    except OverflowError:
+        edge = datetime.min if value.year == datetime.min.year else datetime.max
+        return edge.replace(tzinfo=UTC)
 
 
-UtcDatetime = Annotated[datetime, AfterValidator(_as_utc)]
+RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+
+
+def _rfc3339(value: object) -> object:
+    """Only an RFC 3339 date-time with its offset, as the schema's ``date-time`` says (pydantic
+    alone also reads ``0.5`` as a Unix time and a bare date as midnight)."""
+    if isinstance(value, str) and not RFC3339.fullmatch(value):
+        raise ValueError("use an RFC 3339 date-time with an offset, e.g. 2026-11-23T10:00:00Z")
+    return value
+
+
+UtcDatetime = Annotated[datetime, BeforeValidator(_rfc3339), AfterValidator(_as_utc)]
 
 
 def study_or_404(session: Session, study_id: int) -> StudyRow:

@@ -1,4 +1,5 @@
-"""Error answers: every 422 in one shape, never echoing a large input back.
+"""Error answers: every 422 in one shape, never echoing a large input back; the documented error
+responses; and a 405 whose ``Allow`` header is true.
 
 FastAPI's own handler returns each error's whole ``input``: a 1 MB name came back as a 1 MB
 error, a 10,000-parameter space as 400 kB. Here each error keeps its type, location and message,
@@ -10,10 +11,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fastapi import Request, status
+from fastapi import Request, Response, status
 from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
 MAX_ERRORS = 20
 MAX_ECHO = 200
@@ -67,3 +73,36 @@ def _short_loc(part: Any) -> str | int:
 
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+class ErrorMessage(BaseModel):
+    """Every error but a 422: one line saying what went wrong."""
+
+    detail: str
+
+
+_DESCRIPTIONS = {
+    400: "The body is not UTF-8 JSON",
+    404: "No such study, trial, fold or model",
+    409: "The study is still running",
+    413: "The body is larger than the service accepts (FOLDWISE_MAX_BODY_BYTES)",
+}
+
+
+def documented(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for these error codes, each with the ``ErrorMessage`` model."""
+    return {code: {"model": ErrorMessage, "description": _DESCRIPTIONS[code]} for code in codes}
+
+
+async def method_not_allowed_handler(request: Request, exc: Exception) -> Response:
+    """Starlette's 405 names only the methods of the first route that matches the path;
+    ``Allow`` here lists those of every route that does."""
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code != status.HTTP_405_METHOD_NOT_ALLOWED:
+        return await http_exception_handler(request, exc)
+    allowed: set[str] = set()
+    for route in request.app.routes:
+        if isinstance(route, APIRoute | Route) and route.path_regex.match(request.url.path):
+            allowed |= set(route.methods or ())
+    headers = {**(exc.headers or {}), "Allow": ", ".join(sorted(allowed))}
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)

@@ -49,7 +49,9 @@ def finish_fold_run(
     traceback: str | None = None,
     train_seconds: float | None = None,
 ) -> None:
-    run = session.get_one(FoldRunRow, fold_run_id)
+    run = session.get(FoldRunRow, fold_run_id)
+    if run is None:  # deleted with its study while the run was ending
+        return
     run.status = status
     run.value = value
     run.error = error

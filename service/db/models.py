@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     DateTime,
     Enum,
     Float,
@@ -63,6 +64,11 @@ def _status(enum: type[StrEnum]) -> Enum:
     return Enum(enum, native_enum=False, length=16, values_callable=lambda e: [m.value for m in e])
 
 
+BigId = BigInteger().with_variant(Integer, "sqlite")
+"""Ids are 64-bit: BIGINT on PostgreSQL (a SERIAL stops at 2^31, and epoch rows reach that),
+INTEGER on SQLite (64-bit already, and only INTEGER PRIMARY KEY is the rowid)."""
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
     type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON}
@@ -72,7 +78,7 @@ class StudyRow(Base):
     __tablename__ = "studies"
     __table_args__ = {"sqlite_autoincrement": True}  # ids of deleted studies are never reused
 
-    id: Mapped[int] = mapped_column(primary_key=True)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
     name: Mapped[str] = mapped_column(String(200))
     status: Mapped[StudyStatus] = mapped_column(_status(StudyStatus), index=True)
     spec: Mapped[dict[str, Any]]
@@ -99,8 +105,8 @@ class TrialRow(Base):
         {"sqlite_autoincrement": True},
     )
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"))
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    study_id: Mapped[int] = mapped_column(BigId, ForeignKey("studies.id", ondelete="CASCADE"))
     number: Mapped[int] = mapped_column(Integer)
     status: Mapped[TrialStatus] = mapped_column(_status(TrialStatus))
     params: Mapped[dict[str, Any]]
@@ -126,8 +132,8 @@ class FoldRunRow(Base):
     __tablename__ = "fold_runs"
     __table_args__ = (UniqueConstraint("trial_id", "fold", "attempt"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"))
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    trial_id: Mapped[int] = mapped_column(BigId, ForeignKey("trials.id", ondelete="CASCADE"))
     fold: Mapped[int] = mapped_column(Integer)
     attempt: Mapped[int] = mapped_column(Integer)
     status: Mapped[FoldStatus] = mapped_column(_status(FoldStatus))
@@ -151,8 +157,8 @@ class EpochMetricRow(Base):
     __tablename__ = "epoch_metrics"
     __table_args__ = (UniqueConstraint("fold_run_id", "epoch"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    fold_run_id: Mapped[int] = mapped_column(ForeignKey("fold_runs.id", ondelete="CASCADE"))
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    fold_run_id: Mapped[int] = mapped_column(BigId, ForeignKey("fold_runs.id", ondelete="CASCADE"))
     epoch: Mapped[int] = mapped_column(Integer)
     metrics: Mapped[dict[str, Any]]
 

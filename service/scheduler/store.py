@@ -59,12 +59,14 @@ class SchedulerStore:
     async def active_study_ids(self) -> list[int]:
         return await self._db.read(study_repo.active_study_ids)
 
-    async def begin_study(self, study_id: int) -> StudyStart:
+    async def begin_study(self, study_id: int) -> StudyStart | None:
         """Mark the study running, mark fold runs a dead service left as lost, and return the
-        stored spec with the trials still to finish."""
+        stored spec with the trials still to finish; None when the study is gone."""
 
-        def work(session: Session) -> StudyStart:
-            study = session.get_one(StudyRow, study_id)
+        def work(session: Session) -> StudyStart | None:
+            study = session.get(StudyRow, study_id)
+            if study is None:
+                return None
             study_repo.mark_study(session, study, StudyStatus.RUNNING)
             fold_repo.mark_lost_fold_runs(session, study_id)
             unfinished = trial_repo.unfinished_trials(session, study_id)
@@ -120,7 +122,9 @@ class SchedulerStore:
         """Record how the trial ended; any of its fold runs still open are closed with it."""
 
         def work(session: Session) -> None:
-            trial = session.get_one(TrialRow, trial_id)
+            trial = session.get(TrialRow, trial_id)
+            if trial is None:  # deleted with its study while the trial was ending
+                return
             trial_repo.finish_trial(session, trial, status, **fields)
             fold_repo.close_open_fold_runs(session, [trial_id])
 

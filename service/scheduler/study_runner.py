@@ -54,6 +54,8 @@ class StudyRunner:
 
     async def _run(self) -> None:
         start = await self.store.begin_study(self.study_id)
+        if start is None:  # deleted before it started
+            return
         spec = StudySpec.model_validate(start.spec)
         optimizer = build_optimizer(spec)
         trials = TrialRunner(spec, self.study_id, self.store, self.executor)

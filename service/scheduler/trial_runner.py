@@ -189,7 +189,10 @@ def aggregate(values: list[float]) -> tuple[float, float]:
 
 
 async def _cancel(tasks: Any) -> None:
+    """Cancel the tasks and wait for them. A task already being cancelled is not cancelled
+    again: that would cut short its own clean-up (the shielded write of its fold's end)."""
     pending = [t for t in tasks if not t.done()]
     for task in pending:
-        task.cancel()
+        if not task.cancelling():
+            task.cancel()
     await asyncio.gather(*pending, return_exceptions=True)

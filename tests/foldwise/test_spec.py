@@ -345,3 +345,9 @@ def test_resolved_spec_round_trips(doc):
     assert resolved["space"]["act"]["when"]["depth"]["in"] == [1, 2]  # the alias, as written
     again = StudySpec.model_validate(resolved)
     assert again == spec and again.resolved() == resolved
+
+
+def test_the_documented_example_is_a_valid_spec() -> None:
+    from foldwise.spec import EXAMPLE_SPEC
+
+    assert StudySpec.model_validate(EXAMPLE_SPEC).budget.trials == 2

@@ -14,15 +14,15 @@ from sqlalchemy.orm import Session
 
 from service.api.convert import trial_out
 from service.api.deps import DbDep, SettingsDep, StudyId, TrialNumber, study_or_404, trial_or_404
+from service.api.errors import documented
 from service.artifact_store import fold_model_path
 from service.db import studies as study_repo
 from service.db.models import StudyRow, TrialRow
 from trainers.timeline import trial_trace
 
-router = APIRouter(prefix="/studies/{study_id}", tags=["artifacts"])
+router = APIRouter(prefix="/studies/{study_id}", tags=["artifacts"], responses=documented(404))
 
 Fold = Annotated[int, Path(ge=0, le=99, description="The fold, 0 to K - 1")]
-NOT_FOUND = {status.HTTP_404_NOT_FOUND: {"description": "No such study, trial, fold or model"}}
 
 
 @router.get("/trials/{number}/timeline", response_model=dict[str, Any])
@@ -40,9 +40,7 @@ async def get_timeline(study_id: StudyId, number: TrialNumber, db: DbDep) -> JSO
     )
 
 
-@router.get(
-    "/trials/{number}/folds/{fold}/model", response_class=FileResponse, responses=NOT_FOUND
-)
+@router.get("/trials/{number}/folds/{fold}/model", response_class=FileResponse)
 async def get_fold_model(
     study_id: StudyId, number: TrialNumber, fold: Fold, db: DbDep, settings: SettingsDep
 ) -> FileResponse:
@@ -56,7 +54,7 @@ async def get_fold_model(
     return _model_file(settings.artifact_dir, study, trial, fold)
 
 
-@router.get("/best/folds/{fold}/model", response_class=FileResponse, responses=NOT_FOUND)
+@router.get("/best/folds/{fold}/model", response_class=FileResponse)
 async def get_best_model(
     study_id: StudyId, fold: Fold, db: DbDep, settings: SettingsDep
 ) -> FileResponse:

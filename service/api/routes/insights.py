@@ -15,10 +15,13 @@ from sqlalchemy.orm import Session
 
 from service.api.conditional import ReadsDep, conditional
 from service.api.deps import MAX_ID, StudyId, UtcDatetime, study_or_404
+from service.api.errors import documented
 from service.db import insights
 from service.db.models import StudyRow
 
-router = APIRouter(prefix="/studies/{study_id}/insights", tags=["insights"])
+router = APIRouter(
+    prefix="/studies/{study_id}/insights", tags=["insights"], responses=documented(404)
+)
 
 CURSOR_OVERLAP = timedelta(seconds=30)
 """Trials that commit late with an earlier ``finished_at`` are still seen; clients dedupe."""

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Annotated
 
 import anyio
-from fastapi import APIRouter, HTTPException, Query, Response, status
+from fastapi import APIRouter, Body, HTTPException, Query, Response, status
 from sqlalchemy.orm import Session
 
 from foldwise import schemas
 from foldwise.schemas import StudyStatus
-from foldwise.spec import StudySpec
+from foldwise.spec import EXAMPLE_SPEC, StudySpec
 from service.api.conditional import ReadsDep, conditional
 from service.api.convert import studies_out
 from service.api.deps import (
@@ -22,16 +22,29 @@ from service.api.deps import (
     StudyId,
     study_or_404,
 )
+from service.api.errors import documented
 from service.artifact_store import delete_study_artifacts
 from service.db import studies as study_repo
 from service.spec_checks import check_runnable
 
 router = APIRouter(prefix="/studies", tags=["studies"])
 
+SPEC_EXAMPLES = {
+    "quick": {"summary": "Two trials of a digits MLP, in seconds", "value": EXAMPLE_SPEC}
+}
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=schemas.Study)
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=schemas.Study,
+    responses=documented(400, 413),
+)
 async def create_study(
-    spec: StudySpec, db: DbDep, scheduler: SchedulerDep, settings: SettingsDep
+    spec: Annotated[StudySpec, Body(openapi_examples=SPEC_EXAMPLES)],
+    db: DbDep,
+    scheduler: SchedulerDep,
+    settings: SettingsDep,
 ) -> schemas.Study:
     def check() -> None:
         nodes = scheduler.cluster_nodes() if scheduler and settings.check_cluster_fit else []
@@ -63,7 +76,7 @@ async def list_studies(
     return await reads.catalog(work)
 
 
-@router.get("/{study_id}", **conditional(schemas.Study))
+@router.get("/{study_id}", **conditional(schemas.Study, errors=(404,)))
 async def get_study(study_id: StudyId, reads: ReadsDep) -> Response:
     return await reads.study(study_id, lambda session: _study_out(session, study_id))
 
@@ -72,7 +85,7 @@ def _study_out(session: Session, study_id: int) -> schemas.Study:
     return studies_out(session, [study_or_404(session, study_id)])[0]
 
 
-@router.post("/{study_id}/stop", response_model=schemas.Study)
+@router.post("/{study_id}/stop", response_model=schemas.Study, responses=documented(404))
 async def stop_study(study_id: StudyId, db: DbDep, scheduler: SchedulerDep) -> schemas.Study:
     """Stop launching trials and cancel the running ones; a finished study is left as it is."""
 
@@ -99,7 +112,9 @@ def _mark_stopped(session: Session, study_id: int) -> None:
         study_repo.touch_study(session, study_id)
 
 
-@router.delete("/{study_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete(
+    "/{study_id}", status_code=status.HTTP_204_NO_CONTENT, responses=documented(404, 409)
+)
 async def delete_study(
     study_id: StudyId, db: DbDep, scheduler: SchedulerDep, settings: SettingsDep
 ) -> Response:

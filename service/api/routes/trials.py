@@ -13,15 +13,17 @@ from foldwise.schemas import TrialStatus
 from service.api.conditional import ReadsDep, conditional
 from service.api.convert import trial_out, trial_summary
 from service.api.deps import Limit, Offset, StudyId, TrialNumber, study_or_404, trial_or_404
+from service.api.errors import documented
 from service.db import trials as trial_repo
 from service.db.trials import PARAM_PREFIX, SORT_KEYS
 
-router = APIRouter(prefix="/studies/{study_id}/trials", tags=["trials"])
+router = APIRouter(prefix="/studies/{study_id}/trials", tags=["trials"], responses=documented(404))
 
 SortQuery = Annotated[
     str,
     Query(
         max_length=200,
+        pattern=r"^(best|-?(number|value|duration|params\.[A-Za-z_][A-Za-z0-9_]*))$",
         description="number, value, duration or params.<name>; a leading - sorts descending; "
         "best is the best value first",
     ),

@@ -1,0 +1,212 @@
+"""Bad input of every kind is a short 4xx naming the field and stores nothing, on both backends.
+
+What an attacker or a careless script sends: JSON's NaN and infinities, numbers past float or
+BIGINT, NUL bytes and lone surrogates, nesting deep enough to exhaust a stack, ids and offsets
+past 2^63, bodies past the limit. Every case is checked against every route it can reach.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from foldwise.limits import MAX_PARAMS
+from tests.service.study_specs import study_spec
+
+JSON = {"content-type": "application/json"}
+MARK = 123456.789
+"""A float that the raw JSON of a case replaces (NaN and Infinity are not JSON Python writes)."""
+
+STUDY_ROUTES = [
+    ("GET", "/studies/{id}"),
+    ("POST", "/studies/{id}/stop"),
+    ("DELETE", "/studies/{id}"),
+    ("GET", "/studies/{id}/trials"),
+    ("GET", "/studies/{id}/trials/0"),
+    ("GET", "/studies/{id}/trials/0/timeline"),
+    ("GET", "/studies/{id}/trials/0/folds/0/model"),
+    ("GET", "/studies/{id}/best/folds/0/model"),
+    ("GET", "/studies/{id}/insights/history"),
+    ("GET", "/studies/{id}/insights/folds"),
+    ("GET", "/studies/{id}/insights/curves"),
+]
+
+
+def _with(path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    spec = study_spec(early_stopping={"patience": 2})
+    node = spec
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = value
+    return spec
+
+
+def _post_raw(api: TestClient, body: str) -> Any:
+    return api.post("/studies", content=body.encode("utf-8", "surrogatepass"), headers=JSON)
+
+
+def _untagged(loc: list[Any]) -> list[Any]:
+    """A location without the parameter type pydantic adds inside ``space`` (its union tag)."""
+    if loc[1:2] == ["space"] and len(loc) > 3 and loc[3] in ("float", "int", "categorical"):
+        return loc[:3] + loc[4:]
+    return loc
+
+
+def _assert_refused(response: Any, loc: list[Any], api: TestClient) -> None:
+    assert response.status_code == 422, response.text
+    locs = [_untagged(error["loc"]) for error in response.json()["detail"]]
+    assert ["body", *loc] in locs, locs
+    assert len(response.content) < 4000
+    assert api.get("/studies").json()["count"] == 0  # nothing stored
+
+
+NUMERIC_FIELDS = [
+    ("space", "lr", "low"),
+    ("space", "lr", "high"),
+    ("resources", "cpus_per_worker"),
+    ("resources", "gpus_per_worker"),
+    ("budget", "max_minutes"),
+    ("early_stopping", "min_delta"),
+    ("trainer", "fold_timeout"),
+    ("space", "width_2", "when", "depth", "gte"),
+    ("trainer", "options", "scale"),
+]
+
+
+@pytest.mark.parametrize("field", NUMERIC_FIELDS, ids=".".join)
+@pytest.mark.parametrize("raw", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_non_finite_numbers_are_refused_by_field(
+    api: TestClient, field: tuple[str, ...], raw: str
+) -> None:
+    body = json.dumps(_with(field, MARK)).replace(str(MARK), raw)
+    _assert_refused(_post_raw(api, body), list(field), api)
+
+
+TEXT_FIELDS = [
+    ("name",),
+    ("description",),
+    ("trainer", "task"),
+    ("objective", "metric"),
+    ("trainer", "options", "path"),
+    ("space", "act", "choices", 0),
+]
+
+
+@pytest.mark.parametrize("field", TEXT_FIELDS, ids=lambda f: ".".join(map(str, f)))
+@pytest.mark.parametrize("bad", ["a\x00b", "\\ud800", "bell\x07"], ids=["nul", "surrogate", "ctl"])
+def test_strings_that_are_not_text_are_refused_by_field(
+    api: TestClient, field: tuple[Any, ...], bad: str
+) -> None:
+    spec = _with(field[:-1], {}) if isinstance(field[-1], int) else _with(field, "PLACEHOLDER")
+    if isinstance(field[-1], int):
+        spec["space"]["act"]["choices"] = ["PLACEHOLDER", "tanh"]
+    body = json.dumps(spec).replace("PLACEHOLDER", bad.replace("\x00", "\\u0000"))
+    body = body.replace("\x07", "\\u0007")
+    _assert_refused(_post_raw(api, body), list(field), api)
+
+
+def test_odd_keys_are_refused_where_they_are(api: TestClient) -> None:
+    body = json.dumps(_with(("trainer", "options"), {"KEY": 1})).replace("KEY", "\\udc00")
+    _assert_refused(_post_raw(api, body), ["trainer", "options", "\\udc00"], api)
+    spec = study_spec()
+    spec["space"]["bad name"] = spec["space"].pop("act")
+    _assert_refused(api.post("/studies", json=spec), ["space", "bad name"], api)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        (("seed",), 2**64),
+        (("seed",), -1),
+        (("seed",), 2**32),
+        (("optimizer", "seed"), 2**40),
+        (("space", "depth", "low"), -(10**30)),
+        (("space", "depth", "high"), 10**16),
+        (("space", "lr", "high"), 1e300),
+        (("budget", "max_minutes"), 1e12),
+        (("trainer", "fold_timeout"), 1e9),
+        (("resources", "cpus_per_worker"), 64_000),
+        (("resources", "gpus_per_worker"), 1.5),
+        (("parallel", "workers_per_fold"), 10**6),
+        (("trainer", "options", "n"), 10**30),
+        (("early_stopping", "min_delta"), True),
+        (("trainer", "epochs"), "3"),
+    ],
+)
+def test_numbers_out_of_range_or_of_the_wrong_type_are_refused(
+    api: TestClient, field: tuple[str, ...], value: Any
+) -> None:
+    _assert_refused(api.post("/studies", json=_with(field, value)), list(field), api)
+
+
+def test_deep_nesting_is_refused_at_its_depth(api: TestClient) -> None:
+    deep: Any = 1
+    for _ in range(200):
+        deep = [deep]
+    response = api.post("/studies", json=_with(("trainer", "options", "a"), deep))
+    assert response.status_code == 422 and response.json()["detail"][0]["type"] == "too_deep"
+    assert response.json()["detail"][0]["loc"][:5] == ["body", "trainer", "options", "a", 0]
+    very_deep = "[" * 100_000 + "]" * 100_000  # past the JSON parser's own recursion limit
+    flat = json.dumps(_with(("trainer", "options", "a"), 0)).replace('"a": 0', f'"a": {very_deep}')
+    assert 400 <= _post_raw(api, flat).status_code < 500
+    assert api.get("/studies").json()["count"] == 0
+
+
+def test_too_many_parameters_and_oversized_bodies(api: TestClient) -> None:
+    space = {f"p{i}": {"type": "float", "low": 0, "high": 1} for i in range(MAX_PARAMS + 1)}
+    _assert_refused(api.post("/studies", json=study_spec(space=space)), ["space"], api)
+    huge_name = api.post("/studies", json=study_spec(name="x" * 2_000_000))
+    assert huge_name.status_code == 413  # past the body limit: never parsed
+    long_name = api.post("/studies", json=study_spec(name="x" * 500_000))
+    _assert_refused(long_name, ["name"], api)  # and the 422 does not echo it
+
+
+def test_errors_summarise_large_inputs() -> None:
+    from service.api.errors import compact_error
+
+    error = compact_error(
+        {"type": "t", "loc": ("body", "x" * 1000), "msg": "m" * 5000, "input": "y" * 10**6}
+    )
+    assert len(json.dumps(error)) < 1000 and error["input"].endswith("(1000000 characters)")
+
+
+@pytest.mark.parametrize(("method", "route"), STUDY_ROUTES)
+def test_ids_past_the_range_are_422_and_unknown_ids_404(
+    api: TestClient, method: str, route: str
+) -> None:
+    too_big = api.request(method, route.format(id=2**63))
+    assert too_big.status_code == 422 and "study_id" in too_big.json()["detail"][0]["loc"]
+    unknown = api.request(method, route.format(id=2**63 - 2))
+    assert unknown.status_code == 404, unknown.text
+    for bad in ("-1", "0", "1e3", "x"):
+        assert api.request(method, route.format(id=bad)).status_code == 422
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/studies?offset=100000000000000000000",
+        "/studies?limit=0",
+        "/studies?limit=1001",
+        "/studies/1/trials?offset=9223372036854775808",
+        "/studies/1/trials/2147483648",
+        "/studies/1/trials?sort=params.%00",
+        "/studies/1/insights/curves?after=9223372036854775808",
+        "/studies/1/insights/history?since=0.5",
+        "/studies/1/insights/history?since=2026-11-23",
+        "/studies/1/trials/0/folds/100/model",
+    ],
+)
+def test_query_and_path_values_out_of_range_are_422(api: TestClient, url: str) -> None:
+    api.post("/studies", json=study_spec())
+    assert api.get(url).status_code == 422
+
+
+def test_model_routes_check_the_fold_against_k(api: TestClient) -> None:
+    study_id = api.post("/studies", json=study_spec()).json()["id"]  # K = 3
+    response = api.get(f"/studies/{study_id}/best/folds/5/model")
+    assert response.status_code == 404  # no completed trial yet: checked first
+    assert "no completed trial" in response.json()["detail"]
