@@ -207,6 +207,7 @@ class RayExecutor:
             "gpus": total.get("GPU", 0.0),
             "cpus_free": free.get("CPU", 0.0),
             "idle_groups": len(self.pool.idle_groups),
+            "idle_cpus": sum(g.shape[0] * g.shape[1] for g in self.pool.idle_groups),
             "busy_groups": len(self.pool.busy_groups),
         }
 

@@ -1,0 +1,163 @@
+"""A study's life in a real service: refused when it could never run, a hung fold failed with
+the reason, stop and delete giving back every Ray resource, nothing left running, artifacts gone
+with their study and ids never reused. One service (a local Ray with 2 CPUs) for the module."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.live_service import LiveService
+from tests.service.study_specs import study_spec
+
+pytestmark = pytest.mark.slow
+
+RAY_CPUS = 2
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
+    tmp = tmp_path_factory.mktemp("lifecycle")
+    service = LiveService(
+        f"sqlite:///{tmp / 'lifecycle.db'}", tmp / "service.log", ray_num_cpus=RAY_CPUS
+    ).start()
+    yield service
+    service.stop()
+
+
+@pytest.fixture
+def api(live: LiveService) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=live.url, timeout=120) as client:
+        yield client
+
+
+def _tiny(modes: list[str], **overrides: Any) -> dict[str, Any]:
+    spec = study_spec(
+        space={"mode": {"type": "categorical", "choices": modes}},
+        optimizer={"name": "random", "seed": 0},
+        budget={"trials": 1},
+        parallel={"trial_groups": 1, "folds": 2, "workers_per_fold": 2},
+        resources={"cpus_per_worker": 0.5},
+        trainer={"task": "tests.user_tasks.tiny:task", "epochs": 3, "batch_size": 32},
+    )
+    spec.update(overrides)
+    return spec
+
+
+def _wait(api: httpx.Client, study_id: int, done: Any, timeout: float = 300) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        study = api.get(f"/studies/{study_id}").json()
+        if done(study):
+            return study
+        time.sleep(0.5)
+    raise TimeoutError(f"study {study_id} never got there: {study}")
+
+
+def _finished(study: dict[str, Any]) -> bool:
+    return study["status"] in ("completed", "stopped", "failed")
+
+
+def _nothing_running(api: httpx.Client, study_id: int) -> None:
+    """No trial of the study, and no fold run of any trial, is left running."""
+    trials = api.get(f"/studies/{study_id}/trials", params={"limit": 1000}).json()["data"]
+    assert all(t["status"] not in ("running", "pending") for t in trials), trials
+    for trial in trials:
+        folds = api.get(f"/studies/{study_id}/trials/{trial['number']}").json()["folds"]
+        assert all(f["status"] != "running" for f in folds), folds
+
+
+def _ray_is_free(api: httpx.Client, timeout: float = 30) -> dict[str, Any]:
+    """Until no worker group is busy and every CPU not held by an idle warm group is free."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ray = api.get("/health").json()["ray"]
+        if ray["busy_groups"] == 0 and ray["cpus_free"] + ray["idle_cpus"] >= ray["cpus"]:
+            return ray
+        time.sleep(0.5)
+    raise AssertionError(f"Ray resources still held: {ray}")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "loc"),
+    [
+        ({"parallel": {"folds": 2, "workers_per_fold": 1000}}, "workers_per_fold"),
+        ({"resources": {"cpus_per_worker": 64}}, "cpus_per_worker"),
+        ({"resources": {"cpus_per_worker": 0.5, "gpus_per_worker": 4}}, "gpus_per_worker"),
+    ],
+)
+def test_a_fold_no_node_can_place_is_refused_at_submit(
+    api: httpx.Client, overrides: dict[str, Any], loc: str
+) -> None:
+    before = api.get("/studies").json()["count"]
+    response = api.post("/studies", json=_tiny(["ok"], **overrides))
+    assert response.status_code == 422, response.text
+    [error] = response.json()["detail"]
+    assert error["loc"][-1] == loc and "the cluster has" in error["msg"], error
+    assert api.get("/studies").json()["count"] == before
+
+
+def test_a_hung_fold_fails_its_trial_with_the_reason(api: httpx.Client) -> None:
+    spec = _tiny(["hang"])
+    spec["trainer"]["fold_timeout"] = 8
+    study = api.post("/studies", json=spec).json()
+    study = _wait(api, study["id"], _finished)
+    assert study["status"] == "failed", study
+    assert "timed out" in study["error"] and "trainer.fold_timeout (8 s)" in study["error"]
+    trial = api.get(f"/studies/{study['id']}/trials/0").json()
+    assert trial["status"] == "failed" and "timed out" in trial["error"]
+    _nothing_running(api, study["id"])
+    _ray_is_free(api)
+
+
+def test_stop_gives_back_every_ray_resource_and_the_next_study_runs(api: httpx.Client) -> None:
+    # Two trials x two folds x two ranks of one CPU: one fold runs, the others wait to be placed.
+    greedy = _tiny(["ok"], budget={"trials": 4}, resources={"cpus_per_worker": 1})
+    greedy["parallel"] = {"trial_groups": 2, "folds": 2, "workers_per_fold": 2}
+    greedy["trainer"]["epochs"] = 500
+    first = api.post("/studies", json=greedy).json()
+    _wait(api, first["id"], lambda s: s["progress"]["running"] > 0)
+    stopped = api.post(f"/studies/{first['id']}/stop").json()
+    assert stopped["status"] == "stopped"
+    _nothing_running(api, first["id"])
+    _ray_is_free(api)
+    second = api.post("/studies", json=_tiny(["ok"])).json()
+    assert _wait(api, second["id"], _finished)["status"] == "completed"
+
+
+def test_delete_of_a_running_study_frees_ray_and_its_id_is_never_reused(
+    api: httpx.Client,
+) -> None:
+    spec = _tiny(["ok"], budget={"trials": 50})
+    spec["trainer"]["epochs"] = 500
+    doomed = api.post("/studies", json=spec).json()
+    _wait(api, doomed["id"], lambda s: s["progress"]["running"] > 0)
+    assert api.delete(f"/studies/{doomed['id']}").status_code == 204
+    assert api.get(f"/studies/{doomed['id']}").status_code == 404
+    _ray_is_free(api)
+    after = api.post("/studies", json=_tiny(["ok"])).json()
+    assert after["id"] > doomed["id"]
+    assert _wait(api, after["id"], _finished)["status"] == "completed"
+
+
+def test_delete_removes_the_artifacts_and_model_routes_check_the_fold(
+    api: httpx.Client, live: LiveService
+) -> None:
+    study = api.post("/studies", json=_tiny(["ok"])).json()
+    assert _wait(api, study["id"], _finished)["status"] == "completed"
+    folder = Path(live.env["FOLDWISE_ARTIFACT_DIR"]) / f"study-{study['id']}"
+    assert api.get(f"/studies/{study['id']}/best/folds/1/model").status_code == 200
+    beyond_k = api.get(f"/studies/{study['id']}/trials/0/folds/2/model")
+    assert beyond_k.status_code == 404 and "has 2 folds" in beyond_k.json()["detail"]
+    assert folder.is_dir()
+    assert api.delete(f"/studies/{study['id']}").status_code == 204
+    assert not folder.exists()
+    newer = api.post("/studies", json=_tiny(["ok"])).json()
+    assert newer["id"] > study["id"]
+    assert api.get(f"/studies/{newer['id']}/trials/0/folds/0/model").status_code == 404
+    api.post(f"/studies/{newer['id']}/stop")
