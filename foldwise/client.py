@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from foldwise import schemas
 from foldwise.errors import ApiError, FoldwiseError, InvalidSpec, NotFound, ServiceUnavailable
+from foldwise.held_responses import HeldResponses
 from foldwise.spec import StudySpec
 from foldwise.spec_text import SpecTextError, parse_spec_text
 
@@ -77,6 +78,7 @@ class Client:
     def __init__(self, url: str | None = None, *, timeout: float = 10.0) -> None:
         self.url = _normalise_url(url or os.environ.get("FOLDWISE_URL") or DEFAULT_URL)
         self._http = httpx.Client(base_url=self.url, timeout=timeout)
+        self._held = HeldResponses()
 
     def __enter__(self) -> Client:
         return self
@@ -158,12 +160,21 @@ class Client:
     def _request(
         self, method: str, path: str, *, missing: str | None = None, spec: bool = False, **kw: Any
     ) -> Any:
+        key = str(httpx.URL(path, params=kw.get("params"))) if method == "GET" else ""
+        headers = self._held.headers(key) if key else {}
         try:
-            response = self._http.request(method, path, **kw)
+            response = self._http.request(method, path, headers=headers, **kw)
         except httpx.TransportError as exc:
             raise ServiceUnavailable(self.url, _transport_reason(exc)) from exc
+        if response.status_code == 304 and key:
+            return self._held.recall(key)
         if response.is_success:
-            return _json_body(response, self.url) if response.status_code != 204 else None
+            if response.status_code == 204:
+                return None
+            body = _json_body(response, self.url)
+            if key:
+                self._held.remember(key, response, body)
+            return body
         detail = _error_detail(response)
         if response.status_code == 404 and missing:
             raise NotFound(missing)

@@ -148,7 +148,7 @@ async function poll() {
   state.study = await api(BASE);
   renderSummary(state.study);
   const [history, curves] = await Promise.all([
-    api(`${BASE}/insights/history?since=${encodeURIComponent(state.historyCursor ?? "1970-01-01T00:00:00")}`),
+    api(`${BASE}/insights/history?since=${encodeURIComponent(state.historyCursor ?? "1970-01-01T00:00:00Z")}`),
     api(`${BASE}/insights/curves?after=${state.curvesCursor}`),
   ]);
   const fresh = history.number.filter((n) => !state.points.has(n));
