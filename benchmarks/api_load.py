@@ -74,7 +74,7 @@ class LoadResult:
     endpoints: dict[str, EndpointStats]
     alarms: dict[str, int]
     trials_per_minute_quiet: float
-    trials_per_minute_loaded: float
+    trials_per_minute_loaded: float | None
 
 
 def endpoints(study_id: int) -> dict[str, str]:
@@ -153,19 +153,21 @@ async def drive(
     return stats
 
 
-def finished_trials(client: httpx.Client, study_id: int) -> int:
-    """Trials the study has finished so far: its progress (asked until the service answers)."""
-    for _ in range(10):
+def finished_trials(client: httpx.Client, study_id: int, patience: float = 60) -> int | None:
+    """Trials the study has finished so far: its progress; None when the service does not
+    answer for `patience` seconds (a wedged service)."""
+    deadline = time.monotonic() + patience
+    while time.monotonic() < deadline:
         with contextlib.suppress(httpx.HTTPError):
-            return client.get(f"/studies/{study_id}").json()["progress"]["finished"]
-    raise RuntimeError("the service did not answer ten progress reads in a row")
+            return client.get(f"/studies/{study_id}", timeout=10).json()["progress"]["finished"]
+    return None
 
 
 def wait_running(client: httpx.Client, study_id: int, timeout: float = 180) -> None:
     """Until the study has finished a few trials: warm workers, a study in full flight."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if finished_trials(client, study_id) >= 3:
+        if (finished_trials(client, study_id) or 0) >= 3:
             return
         time.sleep(0.5)
     raise TimeoutError(f"study {study_id} finished no trial within {timeout} s")
@@ -193,9 +195,9 @@ def run_load(args: argparse.Namespace, label: str, root: Path, backend: str) -> 
             with httpx.Client(base_url=service.url, timeout=30) as client:
                 study_id = client.post("/studies", json=LOAD_SPEC).raise_for_status().json()["id"]
                 wait_running(client, study_id)
-                before = finished_trials(client, study_id)
+                before = finished_trials(client, study_id) or 0
                 time.sleep(args.quiet)
-                start_load = finished_trials(client, study_id)
+                start_load = finished_trials(client, study_id) or 0
                 log_before = service.log(tail=10**9)
                 stats = asyncio.run(
                     drive(
@@ -209,17 +211,19 @@ def run_load(args: argparse.Namespace, label: str, root: Path, backend: str) -> 
                     )
                 )
                 after = finished_trials(client, study_id)
-                client.post(f"/studies/{study_id}/stop")
+                with contextlib.suppress(httpx.HTTPError):
+                    client.post(f"/studies/{study_id}/stop", timeout=10)
             log = service.log(tail=10**9)[len(log_before) :]
         finally:
             service.stop()
+    seconds = args.seconds
     return LoadResult(
         label=f"{label} {backend}",
         seconds=args.seconds,
         endpoints=stats,
         alarms={alarm: log.count(alarm) for alarm in LOG_ALARMS},
         trials_per_minute_quiet=60 * (start_load - before) / args.quiet,
-        trials_per_minute_loaded=60 * (after - start_load) / args.seconds,
+        trials_per_minute_loaded=None if after is None else 60 * (after - start_load) / seconds,
     )
 
 
@@ -270,9 +274,10 @@ def report(results: list[LoadResult], args: argparse.Namespace) -> None:
     print("|---|---|---:|---:|")
     for result in results:
         alarms = ", ".join(f"{k}: {v}" for k, v in result.alarms.items() if v) or "none"
+        loaded = result.trials_per_minute_loaded
         print(
-            f"| {result.label} | {alarms} | {result.trials_per_minute_quiet:.2f} | "
-            f"{result.trials_per_minute_loaded:.2f} |"
+            f"| {result.label} | {alarms} | {result.trials_per_minute_quiet:.1f} | "
+            f"{'no answer' if loaded is None else f'{loaded:.1f}'} |"
         )
 
 

@@ -28,6 +28,8 @@ DEFAULT_FOLD_TIMEOUT_S = 3600.0
 MAX_CPUS_PER_WORKER = 1024.0
 MIN_CPUS_PER_WORKER = 0.01
 MAX_GPUS_PER_WORKER = 64.0
+MIN_GPU_FRACTION = 0.01
+"""The smallest share of a GPU a worker may ask for (Ray keeps 4 decimals)."""
 MAX_OPTIONS_BYTES = 65_536
 """Size of ``trainer.options`` or ``optimizer.options`` as JSON: they travel to every worker."""
 MAX_DEPTH = 32

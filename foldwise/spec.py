@@ -39,6 +39,7 @@ from foldwise.limits import (
     MAX_TEXT_LENGTH,
     METRIC_NAME,
     MIN_CPUS_PER_WORKER,
+    MIN_GPU_FRACTION,
     TASK_NAME,
 )
 from foldwise.space import ConditionError, Param, condition_order
@@ -125,6 +126,8 @@ class Resources(_Strict):
     def _whole_or_fraction(cls, gpus: float) -> float:
         if gpus > 1 and not float(gpus).is_integer():
             raise ValueError("more than one GPU per worker must be a whole number")
+        if 0 < gpus < MIN_GPU_FRACTION:
+            raise ValueError(f"a fraction of a GPU must be at least {MIN_GPU_FRACTION}")
         return round(gpus, 4)
 
 

@@ -9,14 +9,24 @@ dashboard show each 422 next to the field it names; the SDK and CLI read spec fi
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
 from yaml.nodes import MappingNode, Node, SequenceNode
 
-Loader = yaml.SafeLoader
-"""The pure-Python parser: on deep nesting it raises RecursionError, where libyaml's C parser
-overflows the C stack and takes the process down (seen at 50,000 nested brackets)."""
+
+class Loader(yaml.SafeLoader):
+    """PyYAML's pure-Python safe loader (on deep nesting it raises RecursionError, where
+    libyaml's C parser overflows the C stack and takes the process down), reading ``1e-4`` as a
+    number, as YAML 1.2 and JSON do: YAML 1.1 reads it as text unless written ``1.0e-4``."""
+
+
+Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
 
 MAX_NODES = 20_000
 """Values a document may expand to, aliases included (a 100-parameter spec has ~1,500)."""

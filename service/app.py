@@ -19,7 +19,7 @@ from service.api.routes import artifacts, health, insights, studies, trials
 from service.config import Settings, get_settings
 from service.dashboard.routes import router as dashboard_router
 from service.dashboard.routes import static_files
-from service.db.engine import SessionRunner, make_bounded_engine, make_session_factory
+from service.db.engine import SessionRunner
 from service.db.schema import prepare_database
 from service.scheduler.scheduler import Scheduler
 from service.scheduler.store import SchedulerStore
@@ -61,19 +61,14 @@ def _to_dashboard() -> RedirectResponse:
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
     prepare_database(settings.database_url, upgrade=settings.upgrade_db)
-    engine = make_bounded_engine(settings.database_url, settings.api_db_connections)
-    app.state.engine = engine
-    app.state.sessions = make_session_factory(engine)
-    app.state.db = SessionRunner(app.state.sessions, settings.api_db_connections)
+    runners = [SessionRunner(settings.database_url, settings.api_db_connections)]
+    app.state.db = runners[0]
+    app.state.engine, app.state.sessions = runners[0].engine, runners[0].sessions
     app.state.read_cache = ReadCache(settings.read_cache_bytes)
-    executor = scheduler_engine = None
-    if settings.scheduler_enabled:
-        limit = settings.scheduler_db_connections
-        scheduler_engine = make_bounded_engine(settings.database_url, limit)
-        store = SchedulerStore(
-            SessionRunner(make_session_factory(scheduler_engine), limit),
-            artifact_dir=settings.artifact_dir,
-        )
+    executor = None
+    if settings.scheduler_enabled:  # its own connections: readers never hold up the study
+        runners.append(SessionRunner(settings.database_url, settings.scheduler_db_connections))
+        store = SchedulerStore(runners[1], artifact_dir=settings.artifact_dir)
         executor, app.state.scheduler = await _start_scheduler(store, settings)
     _freeze_startup_objects()
     try:
@@ -83,9 +78,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             await app.state.scheduler.close()
         if executor is not None:
             await executor.shutdown()
-        for used in (engine, scheduler_engine):
-            if used is not None:
-                used.dispose()
+        for runner in runners:
+            runner.engine.dispose()
 
 
 def _freeze_startup_objects() -> None:

@@ -4,11 +4,12 @@ Revision ID: 0002
 Revises: 0001
 Create Date: 2026-11-23
 
-``studies.revision`` is bumped with every change to a study and what it holds. On SQLite the
-studies and trials tables are rebuilt with AUTOINCREMENT (SQLite otherwise hands a deleted
-row's id to the next insert; its ids are 64-bit already). On PostgreSQL, whose sequences never
-reuse ids, the ids and the columns that point at them become BIGINT, sequences included: a
-SERIAL stops at 2^31, which the epoch rows of a few thousand large studies reach.
+``studies.revision`` is bumped with every change to a study and what it holds,
+``studies.trials_revision`` only with changes to the study or its trials (not folds or epochs).
+On SQLite the studies and trials tables are rebuilt with AUTOINCREMENT (SQLite otherwise hands
+a deleted row's id to the next insert; its ids are 64-bit already). On PostgreSQL, whose
+sequences never reuse ids, the ids and the columns that point at them become BIGINT, sequences
+included: a SERIAL stops at 2^31, which the epoch rows of a few thousand large studies reach.
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ def upgrade() -> None:
         recreate="always" if sqlite else "auto",
         table_kwargs={"sqlite_autoincrement": True},
     ) as batch_op:
-        batch_op.add_column(
-            sa.Column("revision", sa.Integer(), server_default="0", nullable=False)
-        )
+        for column in ("revision", "trials_revision"):
+            batch_op.add_column(
+                sa.Column(column, sa.Integer(), server_default="0", nullable=False)
+            )
     if sqlite:
         with op.batch_alter_table(
             "trials", recreate="always", table_kwargs={"sqlite_autoincrement": True}
@@ -59,4 +61,5 @@ def downgrade() -> None:
         for table, column in ID_COLUMNS:
             op.alter_column(table, column, type_=sa.Integer(), existing_type=sa.BigInteger())
     with op.batch_alter_table("studies") as batch_op:
+        batch_op.drop_column("trials_revision")
         batch_op.drop_column("revision")

@@ -1,8 +1,10 @@
 """Reads for pollers: an ETag from the study's revision, 304s, and cached serialised answers.
 
 Every change to a study (its status, trials, fold runs, epochs) bumps ``studies.revision`` in the
-same transaction (``service.db.studies.touch_study``). A study-scoped read therefore starts with
-one primary-key lookup of that revision: a client that sends the ETag it holds in
+same transaction (``service.db.studies.touch_study``), and a change to the study or a trial
+also ``studies.trials_revision``: reads of summaries, trial lists and history depend only on
+that one, so they stay current while folds report epochs. A study-scoped read therefore starts
+with one primary-key lookup of the revision it depends on: a client that sends the ETag it holds in
 ``If-None-Match`` gets ``304 Not Modified``, and any other client gets the bytes already
 serialised for this URL at this revision. Only a read after a change queries and serialises
 again. The revision is read in the same session as the answer, so a cached answer is never older
@@ -73,14 +75,17 @@ class ConditionalReads:
         self._db = db
         self._cache = cache
 
-    async def study(self, study_id: int, work: Callable[[Session], BaseModel]) -> Response:
-        """A read of one study's data: it changes with the study's revision."""
+    async def study(
+        self, study_id: int, work: Callable[[Session], BaseModel], *, folds: bool = False
+    ) -> Response:
+        """A read of one study's data that changes with the study and its trials, or with
+        ``folds`` also with its fold runs and epochs (a trial's detail, learning curves)."""
 
         def version(connection: Connection) -> str:
-            revision = study_repo.study_revision(connection, study_id)
+            revision = study_repo.study_revision(connection, study_id, folds=folds)
             if revision is None:
                 raise HTTPException(status.HTTP_404_NOT_FOUND, f"study {study_id} not found")
-            return f"s{study_id}.{revision}"
+            return f"s{study_id}.{'f' if folds else 't'}{revision}"
 
         return await self._respond(version, work)
 

@@ -29,11 +29,6 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     return engine
 
 
-def make_bounded_engine(url: str, limit: int) -> Engine:
-    """An engine whose pool holds exactly ``limit`` connections, for a ``SessionRunner``."""
-    return make_engine(url, pool_size=limit, max_overflow=0, pool_timeout=30)
-
-
 def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
@@ -48,14 +43,16 @@ def make_session_factory(engine: Engine) -> sessionmaker[Session]:
 
 
 class SessionRunner:
-    """Runs units of work ``work(session)`` in worker threads, each in its own short session.
+    """Runs units of work ``work(session)`` in worker threads, each in its own short session,
+    on its own engine whose pool holds a connection for each of the ``limit`` at once.
 
     ``read`` closes the session without committing; ``write`` commits when ``work`` returns and
-    rolls back when it raises. The engine's pool must hold ``limit`` connections.
+    rolls back when it raises.
     """
 
-    def __init__(self, sessions: sessionmaker[Session], limit: int) -> None:
-        self.sessions = sessions
+    def __init__(self, url: str, limit: int) -> None:
+        self.engine = make_engine(url, pool_size=limit, max_overflow=0, pool_timeout=30)
+        self.sessions = make_session_factory(self.engine)
         self.limiter = anyio.CapacityLimiter(limit)
 
     async def read(self, work: Callable[[Session], T]) -> T:
@@ -78,5 +75,5 @@ class SessionRunner:
             return work(session)
 
     def _connect(self, work: Callable[[Connection], T]) -> T:
-        with self.sessions.kw["bind"].connect() as connection:
+        with self.engine.connect() as connection:
             return work(connection)

@@ -90,6 +90,10 @@ class StudyRow(Base):
     revision: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     """Bumped in the same transaction as every change to the study, its trials, folds or
     epochs: readers compare it to know whether what they hold is current (ETags, caches)."""
+    trials_revision: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Bumped with every change to the study itself or to a trial, not to a fold run or an
+    epoch: what the study's summary, trial list and history depend on, which therefore stay
+    current (cached, 304) while folds report epochs many times a second."""
 
     trials: Mapped[list[TrialRow]] = relationship(
         back_populates="study", cascade="all, delete-orphan", passive_deletes=True

@@ -28,30 +28,36 @@ def get_study(session: Session, study_id: int) -> StudyRow | None:
     return session.get(StudyRow, study_id)
 
 
-def touch_study(session: Session, study_id: int) -> None:
+def touch_study(session: Session, study_id: int, *, trials: bool = True) -> None:
     """Mark the study changed, in the caller's transaction: readers holding an older revision
-    (an ETag, a cached response) know they must read again."""
+    (an ETag, a cached response) know they must read again. ``trials=False`` for a change
+    only to a fold run or its epochs, which leaves ``trials_revision`` as it is."""
+    bumps = {"revision": StudyRow.revision + 1}
+    if trials:
+        bumps["trials_revision"] = StudyRow.trials_revision + 1
     session.execute(
         update(StudyRow)
         .where(StudyRow.id == study_id)
-        .values(revision=StudyRow.revision + 1)
+        .values(**bumps)
         .execution_options(synchronize_session=False)
     )
 
 
-def study_revision(db: Session | Connection, study_id: int) -> int | None:
-    """The study's revision, or None when there is no such study (a Core query: it runs on a
-    bare connection too)."""
-    return db.scalar(select(StudyRow.revision).where(StudyRow.id == study_id))
+def study_revision(db: Session | Connection, study_id: int, *, folds: bool) -> int | None:
+    """The study's revision (``folds``: of everything, else of the study and its trials only),
+    or None when there is no such study. A Core query: it runs on a bare connection too."""
+    column = StudyRow.revision if folds else StudyRow.trials_revision
+    return db.scalar(select(column).where(StudyRow.id == study_id))
 
 
 def catalog_fingerprint(db: Session | Connection) -> tuple[int, int, int]:
-    """(count, largest id, sum of revisions) of all studies: it changes whenever a study is
-    created, deleted or changed, since ids only grow and revisions only go up."""
+    """(count, largest id, sum of trials revisions) of all studies: it changes whenever a study
+    is created, deleted, or changed with its trials (what a study list shows), since ids only
+    grow and revisions only go up."""
     query = select(
         func.count(),
         func.coalesce(func.max(StudyRow.id), 0),
-        func.coalesce(func.sum(StudyRow.revision), 0),
+        func.coalesce(func.sum(StudyRow.trials_revision), 0),
     )
     count, largest, revisions = db.execute(query).one()
     return int(count), int(largest), int(revisions)

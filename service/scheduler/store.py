@@ -48,10 +48,15 @@ class SchedulerStore:
         self._db = db
         self.artifact_dir = artifact_dir
 
-    async def _write(self, study_id: int, work: Callable[[Session], T]) -> T:
+    async def _write(
+        self, study_id: int, work: Callable[[Session], T], *, trials: bool = True
+    ) -> T:
+        """``work`` in one transaction that also marks the study changed; ``trials=False``
+        when only a fold run or its epochs change."""
+
         def changed(session: Session) -> T:
             result = work(session)
-            study_repo.touch_study(session, study_id)
+            study_repo.touch_study(session, study_id, trials=trials)
             return result
 
         return await self._db.write(changed)
@@ -171,18 +176,22 @@ class SchedulerStore:
             run = fold_repo.start_fold_run(session, trial_id, fold)
             return run.id, run.attempt
 
-        return await self._write(study_id, work)
+        return await self._write(study_id, work, trials=False)
 
     async def record_epoch(
         self, study_id: int, fold_run_id: int, epoch: int, metrics: dict[str, Any]
     ) -> None:
         await self._write(
-            study_id, lambda s: fold_repo.record_epoch(s, fold_run_id, epoch, metrics)
+            study_id,
+            lambda s: fold_repo.record_epoch(s, fold_run_id, epoch, metrics),
+            trials=False,
         )
 
     async def finish_fold_run(
         self, study_id: int, fold_run_id: int, status: FoldStatus, **fields: Any
     ) -> None:
         await self._write(
-            study_id, lambda s: fold_repo.finish_fold_run(s, fold_run_id, status, **fields)
+            study_id,
+            lambda s: fold_repo.finish_fold_run(s, fold_run_id, status, **fields),
+            trials=False,
         )

@@ -351,3 +351,8 @@ def test_the_documented_example_is_a_valid_spec() -> None:
     from foldwise.spec import EXAMPLE_SPEC
 
     assert StudySpec.model_validate(EXAMPLE_SPEC).budget.trials == 2
+
+
+def test_a_sliver_of_a_gpu_is_refused_not_rounded_away(doc):
+    doc["resources"] = {"cpus_per_worker": 1, "gpus_per_worker": 0.00001}
+    assert_rejected(doc, ("resources", "gpus_per_worker"), "at least 0.01")

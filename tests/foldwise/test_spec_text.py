@@ -75,3 +75,8 @@ def test_syntax_errors_name_the_source_and_position() -> None:
         "cannot parse study.yaml: not valid YAML or JSON at line 3, column"
     )
     assert "<unicode string>" not in str(info.value)
+
+
+def test_exponents_without_a_dot_are_numbers_as_in_json() -> None:
+    document, _ = parse_spec_text("low: 1e-4\nhigh: 3E2\nname: 1e-4x\nplain: 1.5\n")
+    assert document == {"low": 1e-4, "high": 300.0, "name": "1e-4x", "plain": 1.5}

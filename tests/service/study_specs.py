@@ -30,3 +30,22 @@ def study_spec(**overrides: Any) -> dict[str, Any]:
     }
     spec.update(overrides)
     return spec
+
+
+def tiny_task_spec(modes: list[str], **overrides: Any) -> dict[str, Any]:
+    """A study of the tiny user task (tests/user_tasks/tiny.py) whose trials draw their `mode`
+    from `modes`: 6 trials, 2 at a time, 2 folds of 2 ranks, 2 epochs; keyword arguments
+    replace top-level sections."""
+    spec = study_spec(
+        space={
+            "mode": {"type": "categorical", "choices": modes},
+            "lr": {"type": "float", "low": 1e-3, "high": 1e-1, "log": True},
+        },
+        optimizer={"name": "random", "seed": 1},
+        budget={"trials": 6},
+        parallel={"trial_groups": 2, "folds": 2, "workers_per_fold": 2},
+        resources={"cpus_per_worker": 0.5},
+        trainer={"task": "tests.user_tasks.tiny:task", "epochs": 2, "batch_size": 32},
+    )
+    spec.update(overrides)
+    return spec

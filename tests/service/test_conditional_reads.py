@@ -7,6 +7,7 @@ from fastapi.testclient import TestClient
 
 from foldwise.schemas import TrialStatus
 from service.api.conditional import etag_matches
+from service.db import fold_runs as fold_repo
 from service.db import studies as study_repo
 from service.db import trials as trial_repo
 from tests.service.study_specs import study_spec
@@ -45,6 +46,22 @@ def test_a_poller_gets_304_until_the_study_changes(api: TestClient, path: str) -
     _add_trial(api, study_id, 1, 0.1)
     changed = api.get(url, headers={"If-None-Match": etag})
     assert changed.status_code == 200 and changed.headers["etag"] != etag
+
+
+def test_epochs_change_a_trial_and_the_curves_but_not_the_study_summary(api: TestClient) -> None:
+    study_id = api.post("/studies", json=study_spec()).json()["id"]
+    _add_trial(api, study_id, 0, 0.5)
+    urls = [f"/studies/{study_id}{path}" for path in ("", "/trials", "/trials/0")]
+    urls.append(f"/studies/{study_id}/insights/curves")
+    before = {url: api.get(url).headers["etag"] for url in urls}
+    with api.app.state.sessions.begin() as session:  # what the scheduler does for an epoch
+        trial = trial_repo.get_trial(session, study_id, 0)
+        run = fold_repo.start_fold_run(session, trial.id, 0)
+        fold_repo.record_epoch(session, run.id, 1, {"val_loss": 0.3})
+        study_repo.touch_study(session, study_id, trials=False)
+    after = {url: api.get(url, headers={"If-None-Match": before[url]}) for url in urls}
+    assert [after[url].status_code for url in urls] == [304, 304, 200, 200]
+    assert after[urls[2]].json()["folds"][0]["epochs"][0]["metrics"]["val_loss"] == 0.3
 
 
 def test_cached_answers_are_never_stale(api: TestClient) -> None:

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.live_service import LiveService
-from tests.service.study_specs import study_spec
+from tests.service.study_specs import tiny_task_spec
 
 pytestmark = pytest.mark.slow
 
@@ -37,16 +37,12 @@ def api(live: LiveService) -> Iterator[httpx.Client]:
 
 
 def _tiny(modes: list[str], **overrides: Any) -> dict[str, Any]:
-    spec = study_spec(
-        space={"mode": {"type": "categorical", "choices": modes}},
-        optimizer={"name": "random", "seed": 0},
-        budget={"trials": 1},
-        parallel={"trial_groups": 1, "folds": 2, "workers_per_fold": 2},
-        resources={"cpus_per_worker": 0.5},
-        trainer={"task": "tests.user_tasks.tiny:task", "epochs": 3, "batch_size": 32},
-    )
-    spec.update(overrides)
-    return spec
+    """One trial of the tiny task, one at a time, unless `overrides` say otherwise."""
+    one = {
+        "budget": {"trials": 1},
+        "parallel": {"trial_groups": 1, "folds": 2, "workers_per_fold": 2},
+    }
+    return tiny_task_spec(modes, **{**one, **overrides})
 
 
 def _wait(api: httpx.Client, study_id: int, done: Any, timeout: float = 300) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import pytest
 from foldwise import Client
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
 from tests.live_service import FOLDWISE_BIN, ROOT, LiveService
-from tests.service.study_specs import study_spec
+from tests.service.study_specs import tiny_task_spec
 
 pytestmark = pytest.mark.slow
 
@@ -25,25 +25,9 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
     live.stop()
 
 
-def _tiny_spec(modes: list[str], **overrides) -> dict:
-    spec = study_spec(
-        space={
-            "mode": {"type": "categorical", "choices": modes},
-            "lr": {"type": "float", "low": 1e-3, "high": 1e-1, "log": True},
-        },
-        optimizer={"name": "random", "seed": 1},
-        budget={"trials": 6},
-        parallel={"trial_groups": 2, "folds": 2, "workers_per_fold": 2},
-        resources={"cpus_per_worker": 0.5},
-        trainer={"task": "tests.user_tasks.tiny:task", "epochs": 2, "batch_size": 32},
-    )
-    spec.update(overrides)
-    return spec
-
-
 def test_failing_trials_are_recorded_and_the_study_goes_on(service: LiveService) -> None:
     client = Client(service.url)
-    study = client.create_study(_tiny_spec(["ok", "raise", "nan"])).wait(timeout=600, poll=1)
+    study = client.create_study(tiny_task_spec(["ok", "raise", "nan"])).wait(timeout=600, poll=1)
     trials = study.trials()
     assert study.status is StudyStatus.COMPLETED, study.data.error
     assert len(trials) == 6 and study.data.progress.finished == 6
@@ -65,7 +49,7 @@ def test_failing_trials_are_recorded_and_the_study_goes_on(service: LiveService)
 
 
 def test_a_crashed_worker_is_retried_as_a_new_attempt(service: LiveService) -> None:
-    spec = _tiny_spec(["crash"], budget={"trials": 1})
+    spec = tiny_task_spec(["crash"], budget={"trials": 1})
     spec["trainer"]["retries"] = 1
     with Client(service.url) as client:
         study = client.create_study(spec).wait(timeout=600, poll=1)
@@ -81,7 +65,7 @@ def test_a_crashed_worker_is_retried_as_a_new_attempt(service: LiveService) -> N
 
 
 def test_stop_cancels_running_trials(service: LiveService) -> None:
-    spec = _tiny_spec(["ok"], budget={"trials": 50})
+    spec = tiny_task_spec(["ok"], budget={"trials": 50})
     spec["trainer"]["epochs"] = 200
     with Client(service.url) as client:
         study = client.create_study(spec)

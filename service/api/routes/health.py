@@ -27,7 +27,7 @@ async def health(request: Request, db: DbDep) -> dict[str, Any]:
 
 
 async def _database_health(db: DbDep) -> dict[str, Any]:
-    backend = db.sessions.kw["bind"].url.get_backend_name()
+    backend = db.engine.url.get_backend_name()
     try:
         await db.read(_select_one)
     except Exception as exc:  # any driver error means the database is unreachable

@@ -140,7 +140,7 @@ async def curves(
             value=[r.value for r in rows],
         )
 
-    return await reads.study(study_id, work)
+    return await reads.study(study_id, work, folds=True)
 
 
 def _maximize(study: StudyRow) -> bool:

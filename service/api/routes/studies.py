@@ -88,28 +88,8 @@ def _study_out(session: Session, study_id: int) -> schemas.Study:
 @router.post("/{study_id}/stop", response_model=schemas.Study, responses=documented(404))
 async def stop_study(study_id: StudyId, db: DbDep, scheduler: SchedulerDep) -> schemas.Study:
     """Stop launching trials and cancel the running ones; a finished study is left as it is."""
-
-    def request_stop(session: Session) -> bool:
-        study = study_or_404(session, study_id)
-        if study.status.finished:
-            return False
-        study.stop_requested = True
-        study_repo.touch_study(session, study_id)
-        return True
-
-    if await db.write(request_stop):
-        if scheduler is not None and scheduler.is_running(study_id):
-            await scheduler.stop_study(study_id)
-        else:
-            await db.write(lambda session: _mark_stopped(session, study_id))
+    await _stop(study_id, db, scheduler)
     return await db.read(lambda session: _study_out(session, study_id))
-
-
-def _mark_stopped(session: Session, study_id: int) -> None:
-    study = study_or_404(session, study_id)
-    if not study.status.finished:
-        study_repo.mark_study(session, study, StudyStatus.STOPPED)
-        study_repo.touch_study(session, study_id)
 
 
 @router.delete(
@@ -120,10 +100,7 @@ async def delete_study(
 ) -> Response:
     """Delete the study, its trials, fold runs, metrics and artifacts; a running one is stopped
     first. Ids are never reused."""
-    await db.read(lambda session: study_or_404(session, study_id))
-    if scheduler is not None and scheduler.is_running(study_id):
-        await db.write(lambda session: _request_stop(session, study_id))
-        await scheduler.stop_study(study_id)
+    await _stop(study_id, db, scheduler)
 
     def delete(session: Session) -> None:
         study = study_or_404(session, study_id)
@@ -136,5 +113,28 @@ async def delete_study(
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-def _request_stop(session: Session, study_id: int) -> None:
-    study_or_404(session, study_id).stop_requested = True
+async def _stop(study_id: int, db: DbDep, scheduler: SchedulerDep) -> None:
+    """Record the stop request; wait for the scheduler's runner to act on it, or mark the
+    study stopped when no runner has it (queued, or the scheduler off)."""
+
+    def request_stop(session: Session) -> bool:
+        study = study_or_404(session, study_id)
+        if study.status.finished:
+            return False
+        study.stop_requested = True
+        study_repo.touch_study(session, study_id)
+        return True
+
+    if not await db.write(request_stop):
+        return
+    if scheduler is not None and scheduler.is_running(study_id):
+        await scheduler.stop_study(study_id)
+    else:
+        await db.write(lambda session: _mark_stopped(session, study_id))
+
+
+def _mark_stopped(session: Session, study_id: int) -> None:
+    study = study_or_404(session, study_id)
+    if not study.status.finished:
+        study_repo.mark_study(session, study, StudyStatus.STOPPED)
+        study_repo.touch_study(session, study_id)

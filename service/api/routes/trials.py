@@ -62,7 +62,7 @@ async def list_trials(
 @router.get("/{number}", **conditional(schemas.Trial))
 async def get_trial(study_id: StudyId, number: TrialNumber, reads: ReadsDep) -> Response:
     return await reads.study(
-        study_id, lambda session: trial_out(trial_or_404(session, study_id, number))
+        study_id, lambda session: trial_out(trial_or_404(session, study_id, number)), folds=True
     )
 
 

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-SPEC = """name: demo
-space:
-  lr:
-    type: float
-    low: 0.1
-  act: {type: categorical, choices: [relu, tanh]}
-"""
+from tests.foldwise.test_spec_text import SPEC
+
 TEXT = {"content-type": "text/plain"}
 
 
