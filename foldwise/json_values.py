@@ -36,9 +36,8 @@ def text_problem(value: str) -> tuple[str, str] | None:
     """(kind, message) when ``value`` is not plain text, else None."""
     if _SURROGATE.search(value):
         return "string_surrogate", "contains a lone surrogate, which is not valid Unicode"
-    if _CONTROL.search(value):
-        char = _CONTROL.search(value).group()  # type: ignore[union-attr]
-        return "string_control", f"contains the control character U+{ord(char):04X}"
+    if control := _CONTROL.search(value):
+        return "string_control", f"contains the control character U+{ord(control.group()):04X}"
     return None
 
 
