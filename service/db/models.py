@@ -19,11 +19,12 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
-from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
+from foldwise.schemas import FoldStatus, Role, StudyStatus, TrialStatus
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -87,6 +88,10 @@ class StudyRow(Base):
     finished_at: Mapped[datetime | None]
     error: Mapped[str | None] = mapped_column(Text)
     stop_requested: Mapped[bool] = mapped_column(default=False)
+    delete_requested: Mapped[bool] = mapped_column(default=False, server_default=false())
+    """Asked for and not yet carried out by the scheduler: the study is gone to every reader."""
+    owner: Mapped[str | None] = mapped_column(String(64))
+    """The name of the token that created the study (members may stop and delete their own)."""
     revision: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     """Bumped in the same transaction as every change to the study, its trials, folds or
     epochs: readers compare it to know whether what they hold is current (ETags, caches)."""
@@ -167,3 +172,32 @@ class EpochMetricRow(Base):
     metrics: Mapped[dict[str, Any]]
 
     fold_run: Mapped[FoldRunRow] = relationship(back_populates="epochs")
+
+
+class TokenRow(Base):
+    """An API token: its secret is shown once when created and stored only as a SHA-256 hash
+    (the secret is 256 random bits, so a fast hash is as safe as a slow one)."""
+
+    __tablename__ = "api_tokens"
+    __table_args__ = {"sqlite_autoincrement": True}
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), index=True)
+    role: Mapped[Role] = mapped_column(_status(Role))
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    revoked_at: Mapped[datetime | None]
+
+
+class SchedulerLeaseRow(Base):
+    """Who schedules: the service instance holding the lease until ``expires_ms`` (the
+    database's clock, in milliseconds). ``epoch`` grows at each change of hands, and every
+    scheduler write checks it, so a former holder's late writes are refused."""
+
+    __tablename__ = "scheduler_leases"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(128))
+    epoch: Mapped[int] = mapped_column(Integer)
+    expires_ms: Mapped[int] = mapped_column(BigInteger)
+    acquired_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -1,0 +1,97 @@
+"""The scheduler's lease: one row per lease name, taken and renewed by compare-and-swap updates
+against the database's own clock, so the service instances' clocks never matter."""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Integer, cast, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
+
+from service.db.models import SchedulerLeaseRow, utcnow
+
+
+def db_now_ms(session: Session) -> ColumnElement[int]:
+    """The database's current time in milliseconds since the epoch, as an SQL expression."""
+    if session.get_bind().dialect.name == "sqlite":
+        return cast((func.julianday("now") - 2440587.5) * 86_400_000.0, Integer)
+    return cast(func.extract("epoch", func.clock_timestamp()) * 1000, BigInteger)
+
+
+def ensure_lease(session: Session, name: str) -> None:
+    """Create the lease's row, free, unless it exists (in a savepoint: a racing instance may
+    create it first)."""
+    if session.get(SchedulerLeaseRow, name) is not None:
+        return
+    try:
+        with session.begin_nested():
+            session.execute(
+                insert(SchedulerLeaseRow).values(
+                    name=name, holder="", epoch=0, expires_ms=0, acquired_at=utcnow()
+                )
+            )
+    except IntegrityError:
+        pass
+
+
+def take_lease(session: Session, name: str, holder: str, ttl_ms: int) -> int | None:
+    """Take the lease if it has expired: its new epoch, else None."""
+    now = db_now_ms(session)
+    result = session.execute(
+        update(SchedulerLeaseRow)
+        .where(SchedulerLeaseRow.name == name, SchedulerLeaseRow.expires_ms < now)
+        .values(
+            holder=holder,
+            epoch=SchedulerLeaseRow.epoch + 1,
+            expires_ms=now + ttl_ms,
+            acquired_at=utcnow(),
+        )
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:
+        return None
+    return session.scalar(select(SchedulerLeaseRow.epoch).where(SchedulerLeaseRow.name == name))
+
+
+def renew_lease(session: Session, name: str, holder: str, epoch: int, ttl_ms: int) -> bool:
+    """Push the lease's expiry on, if ``holder`` still holds it at ``epoch``."""
+    return _update_held(session, name, holder, epoch, {"expires_ms": db_now_ms(session) + ttl_ms})
+
+
+def release_lease(session: Session, name: str, holder: str, epoch: int) -> bool:
+    """Let the lease expire now, so another instance takes it at once."""
+    return _update_held(session, name, holder, epoch, {"expires_ms": 0})
+
+
+def fence(session: Session, name: str, holder: str, epoch: int) -> bool:
+    """Whether ``holder`` still holds the lease at ``epoch``, checked by an update of the row:
+    it locks the row (PostgreSQL) or the database (SQLite) until the caller's transaction
+    ends, so no change of hands can happen between this check and that transaction's commit."""
+    return _update_held(session, name, holder, epoch, {"epoch": epoch})
+
+
+def lease_holder(session: Session, name: str) -> tuple[str, int, int] | None:
+    """(holder, epoch, milliseconds left) of the lease, or None when it was never taken."""
+    query = select(
+        SchedulerLeaseRow.holder,
+        SchedulerLeaseRow.epoch,
+        SchedulerLeaseRow.expires_ms - db_now_ms(session),
+    ).where(SchedulerLeaseRow.name == name)
+    row = session.execute(query).first()
+    return None if row is None else (row[0], int(row[1]), int(row[2]))
+
+
+def _update_held(
+    session: Session, name: str, holder: str, epoch: int, values: dict[str, object]
+) -> bool:
+    result = session.execute(
+        update(SchedulerLeaseRow)
+        .where(
+            SchedulerLeaseRow.name == name,
+            SchedulerLeaseRow.holder == holder,
+            SchedulerLeaseRow.epoch == epoch,
+        )
+        .values(values)
+        .execution_options(synchronize_session=False)
+    )
+    return result.rowcount == 1
