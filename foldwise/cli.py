@@ -6,28 +6,22 @@ line on stderr and exit code 1 (``FoldwiseGroup``); usage errors keep Typer's ex
 
 from __future__ import annotations
 
+import logging
 import os
 import re
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from pydantic import ValidationError
 from rich.markup import escape
 from typer.core import TyperGroup
 
 from foldwise import __version__, cli_render
+from foldwise.cli_output import console, err_console, fail, fail_without_server
+from foldwise.cli_tokens import token_app
 from foldwise.client import DEFAULT_URL, TRIAL_SORT, Client, Study
 from foldwise.errors import FoldwiseError
 from foldwise.schemas import StudyStatus, TrialStatus
-
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
-
-
-def fail(message: str, code: int = 1) -> NoReturn:
-    """Print ``error: message`` in red on stderr and exit with ``code``."""
-    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
-    raise typer.Exit(code)
 
 
 class FoldwiseGroup(TyperGroup):
@@ -48,6 +42,7 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="Manage the service's database.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+app.add_typer(token_app, name="token")
 
 UrlOption = Annotated[
     str | None,
@@ -78,16 +73,26 @@ def main(
     url: Annotated[
         str, typer.Option("--url", envvar="FOLDWISE_URL", help="URL of the foldwise service")
     ] = DEFAULT_URL,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="FOLDWISE_TOKEN",
+            help="API token [default: the one saved for --url, see foldwise token create]",
+            show_default=False,
+        ),
+    ] = None,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version")
     ] = False,
 ) -> None:
-    ctx.obj = url
+    ctx.obj = {"url": url, "token": token}
 
 
 def _client(ctx: typer.Context, url: str | None) -> Client:
-    """A client for the command's ``--url``, else the global one."""
-    return Client(url or ctx.find_root().obj or DEFAULT_URL)
+    """A client for the command's ``--url``, else the global one, with the global token."""
+    root = ctx.find_root().obj or {}
+    return Client(url or root.get("url") or DEFAULT_URL, token=root.get("token"))
 
 
 @app.command()
@@ -109,12 +114,16 @@ def serve(
         from service.config import Settings
         from service.db.schema import OutdatedSchema, prepare_database
     except ModuleNotFoundError as exc:
-        _fail_without_server(exc)
-    settings = Settings()
+        fail_without_server(exc)
+    try:
+        settings = Settings()
+    except ValidationError as exc:  # a setting refused: its message, in one line
+        fail(_setting_problem(exc))
     try:
         prepare_database(settings.database_url, upgrade=settings.upgrade_db)
     except OutdatedSchema as exc:
         fail(str(exc))
+    _log_service_events()
     uvicorn.run(
         create_app,
         factory=True,
@@ -216,11 +225,19 @@ def best(ctx: typer.Context, study_id: StudyId, url: UrlOption = None) -> None:
 
 
 @app.command()
-def stop(ctx: typer.Context, study_id: StudyId, url: UrlOption = None) -> None:
+def stop(
+    ctx: typer.Context,
+    study_id: StudyId,
+    wait: Annotated[
+        bool, typer.Option("--wait/--no-wait", help="Wait until the scheduler has stopped it")
+    ] = True,
+    url: UrlOption = None,
+) -> None:
     """Stop a study: no new trials, running ones are cancelled."""
     with _client(ctx, url) as client:
-        study = client.stop_study(study_id)
-    console.print(f"study {study.id} ({escape(study.name)}) is {study.status.value}")
+        study = client.get_study(study_id).stop(wait=wait)
+    state = "stopping" if study.data.stop_requested else study.status.value
+    console.print(f"study {study.id} ({escape(study.name)}) is {state}")
 
 
 @db_app.command("upgrade")
@@ -234,7 +251,7 @@ def db_upgrade(
         from service.config import Settings
         from service.db.schema import upgrade_database
     except ModuleNotFoundError as exc:
-        _fail_without_server(exc)
+        fail_without_server(exc)
     url = database_url or Settings().database_url
     try:
         revision = upgrade_database(url)
@@ -255,15 +272,23 @@ def _follow(study: Study, interval: float) -> None:
         raise typer.Exit(1)
 
 
+def _log_service_events() -> None:
+    """The service's own lines (a study or trial ended, the scheduler's lease) at INFO, in
+    uvicorn's style; other libraries keep their own levels."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
+    for name in ("service", "foldwise"):
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.INFO)
+        logger.addHandler(handler)
+
+
+def _setting_problem(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    where = ".".join(map(str, error["loc"]))
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
+
+
 def _hide_password(url: str) -> str:
     return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
-
-
-def _fail_without_server(exc: ModuleNotFoundError) -> NoReturn:
-    """A missing server extra is for the user to fix; a missing module of ours is a bug."""
-    if (exc.name or "").split(".")[0] in ("foldwise", "service", "optimizers", "trainers"):
-        raise exc
-    fail(
-        f"the foldwise service needs the server extras (no module {exc.name!r}): "
-        "pip install 'foldwise[server]'"
-    )

@@ -19,7 +19,16 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from foldwise import schemas
-from foldwise.errors import ApiError, FoldwiseError, InvalidSpec, NotFound, ServiceUnavailable
+from foldwise.credentials import find_token
+from foldwise.errors import (
+    ApiError,
+    FoldwiseError,
+    Forbidden,
+    InvalidSpec,
+    NotAuthenticated,
+    NotFound,
+    ServiceUnavailable,
+)
 from foldwise.held_responses import HeldResponses
 from foldwise.spec import StudySpec
 from foldwise.spec_text import SpecTextError, parse_spec_text
@@ -75,9 +84,15 @@ def _read_document(path: Path) -> Any:
 class Client:
     """A connection to a foldwise service; use it as a context manager to close it."""
 
-    def __init__(self, url: str | None = None, *, timeout: float = 10.0) -> None:
+    def __init__(
+        self, url: str | None = None, *, token: str | None = None, timeout: float = 10.0
+    ) -> None:
+        """``token``: else ``FOLDWISE_TOKEN``, else the one saved for ``url`` (see
+        ``foldwise.credentials``)."""
         self.url = _normalise_url(url or os.environ.get("FOLDWISE_URL") or DEFAULT_URL)
-        self._http = httpx.Client(base_url=self.url, timeout=timeout)
+        secret = find_token(self.url, token)
+        headers = {"Authorization": f"Bearer {secret}"} if secret else {}
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=headers)
         self._held = HeldResponses()
 
     def __enter__(self) -> Client:
@@ -145,7 +160,8 @@ class Client:
         return _parse(schemas.Trial, data)
 
     def stop_study(self, study_id: int) -> schemas.Study:
-        """Ask the service to stop launching trials and cancel the running ones."""
+        """Ask the service to stop launching trials and cancel the running ones: the study as
+        it is now, with ``stop_requested`` until the scheduler has stopped it."""
         path = f"/studies/{study_id}/stop"
         data = self._request("POST", path, missing=f"study {study_id} not found")
         return _parse(schemas.Study, data)
@@ -169,13 +185,17 @@ class Client:
         if response.status_code == 304 and key:
             return self._held.recall(key)
         if response.is_success:
-            if response.status_code == 204:
+            if response.status_code == 204 or not response.content:
                 return None
             body = _json_body(response, self.url)
             if key:
                 self._held.remember(key, response, body)
             return body
         detail = _error_detail(response)
+        if response.status_code == 401:
+            raise NotAuthenticated(self.url, _detail_text(detail))
+        if response.status_code == 403:
+            raise Forbidden(_detail_text(detail))
         if response.status_code == 404 and missing:
             raise NotFound(missing)
         if response.status_code == 422 and spec:
@@ -346,13 +366,19 @@ class Study:
         """One trial with its fold runs and their per-epoch metrics."""
         return self.client.fetch_trial(self.id, number)
 
-    def stop(self) -> Study:
-        """Stop launching trials and cancel the running ones; a finished study stays as it is."""
+    def stop(self, *, wait: bool = True, timeout: float = 300.0) -> Study:
+        """Stop launching trials and cancel the running ones; a finished study stays as it is.
+
+        The service's scheduler carries the stop out; with ``wait`` this returns once it has
+        (``TimeoutError`` after ``timeout`` seconds), else at once with ``stop_requested``."""
         self.data = self.client.stop_study(self.id)
+        if wait and not self.status.finished:
+            self.wait(timeout=timeout, poll=0.5)
         return self
 
     def delete(self) -> None:
-        """Delete the study and everything recorded for it."""
+        """Delete the study and everything recorded for it (the service's scheduler removes
+        it; the study is gone to every reader at once)."""
         self.client.delete_study(self.id)
 
     def to_dataframe(self) -> pandas.DataFrame:

@@ -31,6 +31,20 @@ class NotFound(FoldwiseError):
     """A study or trial that does not exist (HTTP 404)."""
 
 
+class NotAuthenticated(FoldwiseError):
+    """The service wants a token, or does not know the one sent (HTTP 401)."""
+
+    def __init__(self, url: str, detail: str) -> None:
+        super().__init__(
+            f"{detail} ({url}): pass --token or token=..., set FOLDWISE_TOKEN, or ask an "
+            "operator for one (foldwise token create NAME --role member)"
+        )
+
+
+class Forbidden(FoldwiseError):
+    """The token may not do this: its role, or the study is someone else's (HTTP 403)."""
+
+
 class ApiError(FoldwiseError):
     """Any other error answer of the service; ``detail`` is its ``{"detail": ...}`` payload."""
 

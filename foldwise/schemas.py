@@ -44,6 +44,15 @@ class FoldStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
+class Role(StrEnum):
+    """What a token may do: viewers read; members also create studies and stop or delete
+    their own; admins stop or delete any study."""
+
+    ADMIN = "admin"
+    MEMBER = "member"
+    VIEWER = "viewer"
+
+
 class _Out(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
@@ -84,6 +93,10 @@ class Study(_Out):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     error: str | None = None
+    owner: str | None = Field(None, description="The name of the token that created it")
+    stop_requested: bool = Field(
+        False, description="A stop was asked for; the scheduler is carrying it out"
+    )
     progress: Progress
     best_trial: TrialSummary | None = None
 

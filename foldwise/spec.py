@@ -94,6 +94,12 @@ class Budget(_Strict):
     max_minutes: float | None = Field(
         None, gt=0, le=MAX_MINUTES, description="No new trials after this long (a year at most)"
     )
+    max_consecutive_failures: int = Field(
+        5,
+        ge=1,
+        le=100_000,
+        description="The study fails when this many trials in a row failed with the same error",
+    )
 
 
 class Parallel(_Strict):

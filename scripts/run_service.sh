@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Serve foldwise on embedded SQLite and a local Ray, submit a study once it answers, and keep
-# serving until Ctrl-C. Used by `make run`.
+# serving until Ctrl-C. Used by `make run`. Auth is on: a local admin token is made (replacing
+# the last one) and saved where the CLI and the SDK look for it.
 set -euo pipefail
 host=$1 port=$2 spec=$3
 bin=.venv/bin
 url="http://$host:$port"
 
-"$bin/foldwise" serve --host "$host" --port "$port" --upgrade-db &
+"$bin/foldwise" db upgrade > /dev/null
+token=$("$bin/foldwise" --url "$url" token create local-admin --role admin --replace --save \
+  | tail -n 1)
+
+"$bin/foldwise" serve --host "$host" --port "$port" &
 server=$!
 trap 'kill -INT "$server" 2>/dev/null; wait "$server" 2>/dev/null' EXIT INT TERM
 
@@ -20,5 +25,11 @@ for _ in $(seq 1 120); do
 done
 
 "$bin/foldwise" --url "$url" submit "$spec"
-echo "API docs: $url/docs   (Ctrl-C stops the service; the study resumes on the next start)"
+cat <<MSG
+API docs: $url/docs   (Ctrl-C stops the service; the study resumes on the next start)
+Signed in as local-admin: .venv/bin/foldwise and foldwise.Client("$url") find the token in
+$("$bin/python" -c "from foldwise.credentials import credentials_path; print(credentials_path())").
+The dashboard asks for it once:  $token
+Others get their own:  .venv/bin/foldwise token create NAME --role member|viewer
+MSG
 wait "$server"

@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import ipaddress
 from functools import lru_cache
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+LOOPBACK_NAMES = ("localhost",)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) only reaches this machine."""
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 class Settings(BaseSettings):
@@ -43,6 +57,37 @@ class Settings(BaseSettings):
         "a cluster that grows on demand (an autoscaler)",
     )
     access_log: bool = Field(False, description="Log every request (uvicorn's access log)")
+    auth: bool = Field(
+        True,
+        description="Every route but /health needs a bearer token; off only on a loopback host",
+    )
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["127.0.0.1", "localhost", "[::1]"],
+        description="Host headers the service answers, comma-separated (DNS rebinding); * any",
+    )
+    task_modules: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Packages (comma-separated) whose modules a study may name as its task",
+    )
+    scheduler_lease_seconds: float = Field(
+        15.0, ge=2, le=600, description="How long the scheduling instance's lease lasts unrenewed"
+    )
+
+    @field_validator("allowed_hosts", "task_modules", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @model_validator(mode="after")
+    def _auth_off_only_on_loopback(self) -> Settings:
+        if not self.auth and not is_loopback(self.host):
+            raise ValueError(
+                f"FOLDWISE_AUTH=false is allowed only on a loopback host, and the service "
+                f"listens on {self.host}: keep auth on, or bind 127.0.0.1"
+            )
+        return self
 
 
 @lru_cache

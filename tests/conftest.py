@@ -28,3 +28,10 @@ def database_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'foldwise.db'}"
     else:
         yield from _postgres_database()
+
+
+@pytest.fixture(autouse=True)
+def _no_saved_credentials(tmp_path_factory: pytest.TempPathFactory, monkeypatch) -> None:
+    """Tests never read this machine's saved tokens or FOLDWISE_TOKEN."""
+    monkeypatch.setenv("FOLDWISE_CREDENTIALS", str(tmp_path_factory.mktemp("cred") / "c.json"))
+    monkeypatch.delenv("FOLDWISE_TOKEN", raising=False)

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -58,7 +59,10 @@ class LiveService:
     """Starts ``foldwise serve`` on 127.0.0.1; only the process it started is ever signalled.
 
     ``root`` is the source tree to serve (another checkout of foldwise, for before-and-after
-    benchmarks); ``env`` adds or overrides ``FOLDWISE_*`` settings.
+    benchmarks); ``env`` adds or overrides ``FOLDWISE_*`` settings. Before it starts, the
+    database is brought to the current schema and given an admin token (``token``), which
+    ``headers``, ``sdk()`` and ``cli_env`` carry; ``admin_token=False`` skips both (an older
+    checkout has its own schema and no tokens).
     """
 
     def __init__(
@@ -69,6 +73,7 @@ class LiveService:
         ray_num_cpus: float = 4,
         root: Path = ROOT,
         env: dict[str, str] | None = None,
+        admin_token: bool = True,
     ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -81,10 +86,30 @@ class LiveService:
             "FOLDWISE_RAY_NUM_CPUS": str(ray_num_cpus),
             "FOLDWISE_POLL_SECONDS": "0.5",
             "FOLDWISE_ARTIFACT_DIR": str(log_path.parent / "artifacts"),
+            "FOLDWISE_TASK_MODULES": "tests.user_tasks",
             "PYTHONPATH": str(root),
             **(env or {}),
         }
         self.process: subprocess.Popen[bytes] | None = None
+        self.token = _admin_token(database_url, f"admin-{self.port}") if admin_token else ""
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    @property
+    def cli_env(self) -> dict[str, str]:
+        """The environment for ``foldwise`` commands run against this service."""
+        return {**os.environ, "FOLDWISE_TOKEN": self.token}
+
+    def sdk(self) -> Any:
+        """A ``foldwise.Client`` for this service, with its admin token."""
+        from foldwise import Client
+
+        return Client(self.url, token=self.token)
+
+    def http(self, timeout: float = 120) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers=self.headers, timeout=timeout)
 
     def start(self, timeout: float = 120) -> LiveService:
         command = [sys.executable, "-c", "from foldwise.cli import app; app()"]
@@ -122,3 +147,13 @@ class LiveService:
 
     def log(self, tail: int = 8000) -> str:
         return self.log_path.read_text(errors="replace")[-tail:]
+
+
+def _admin_token(database_url: str, name: str) -> str:
+    """An admin token in a database brought to the current schema first."""
+    from foldwise.schemas import Role
+    from service.db.schema import upgrade_database
+    from service.token_admin import create_token
+
+    upgrade_database(database_url)
+    return create_token(database_url, name, Role.ADMIN)

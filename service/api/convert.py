@@ -41,6 +41,8 @@ def _study_out(
         started_at=row.started_at,
         finished_at=row.finished_at,
         error=row.error,
+        owner=row.owner,
+        stop_requested=row.stop_requested and not row.status.finished,
         progress=progress,
         best_trial=None if best is None else trial_summary(best),
     )

@@ -82,8 +82,9 @@ UtcDatetime = Annotated[datetime, BeforeValidator(_rfc3339), AfterValidator(_as_
 
 
 def study_or_404(session: Session, study_id: int) -> StudyRow:
+    """The study; a 404 too when its deletion was asked for (the scheduler carries it out)."""
     study = study_repo.get_study(session, study_id)
-    if study is None:
+    if study is None or study.delete_requested:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"study {study_id} not found")
     return study
 

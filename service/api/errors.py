@@ -83,6 +83,8 @@ class ErrorMessage(BaseModel):
 
 _DESCRIPTIONS = {
     400: "The body is not UTF-8 JSON",
+    401: "No token, or a token that is unknown or revoked",
+    403: "The token's role or ownership does not allow this, or a cross-site request",
     404: "No such study, trial, fold or model",
     409: "The study is still running",
     413: "The body is larger than the service accepts (FOLDWISE_MAX_BODY_BYTES)",

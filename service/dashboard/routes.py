@@ -5,12 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, HTTPException, Request, status
+from fastapi import APIRouter, Body, Depends, HTTPException, Request, status
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from foldwise.spec_text import SpecTextError, parse_spec_text
+from service.api.auth import Principal, get_principal
+from service.api.deps import StudyId, TrialNumber
+from service.dashboard.sign_in import SignedInDep
 
 HERE = Path(__file__).parent
 PLOTLY = "plotly-basic-4.1.1.min.js"
@@ -33,27 +36,33 @@ router = APIRouter(
 
 
 @router.get("", response_class=HTMLResponse)
-async def studies_page(request: Request) -> HTMLResponse:
-    return templates.TemplateResponse(request, "studies.html", {"title": "Studies"})
+async def studies_page(request: Request, who: SignedInDep) -> HTMLResponse:
+    return _page(request, who, "studies.html", title="Studies")
 
 
 @router.get("/studies/{study_id}", response_class=HTMLResponse)
-async def study_page(request: Request, study_id: int) -> HTMLResponse:
-    context = {"title": f"Study {study_id}", "study_id": study_id}
-    return templates.TemplateResponse(request, "study.html", context)
+async def study_page(request: Request, study_id: StudyId, who: SignedInDep) -> HTMLResponse:
+    return _page(request, who, "study.html", title=f"Study {study_id}", study_id=study_id)
 
 
 @router.get("/studies/{study_id}/trials/{number}", response_class=HTMLResponse)
-async def trial_page(request: Request, study_id: int, number: int) -> HTMLResponse:
-    context = {
-        "title": f"Trial {number} · study {study_id}",
-        "study_id": study_id,
-        "number": number,
-    }
-    return templates.TemplateResponse(request, "trial.html", context)
+async def trial_page(
+    request: Request, study_id: StudyId, number: TrialNumber, who: SignedInDep
+) -> HTMLResponse:
+    title = f"Trial {number} · study {study_id}"
+    return _page(request, who, "trial.html", title=title, study_id=study_id, number=number)
 
 
-@router.post("/spec")
+@router.get("/sign-in", response_class=HTMLResponse)
+async def sign_in_page(request: Request) -> HTMLResponse:
+    return templates.TemplateResponse(request, "sign_in.html", {"title": "Sign in"})
+
+
+def _page(request: Request, who: Principal, template: str, **context: Any) -> HTMLResponse:
+    return templates.TemplateResponse(request, template, {"who": who, **context})
+
+
+@router.post("/spec", dependencies=[Depends(get_principal)])
 def parse_spec(text: Annotated[str, Body(media_type="text/plain")]) -> dict[str, Any]:
     """YAML or JSON text to ``{spec, lines}``; the page then posts ``spec`` to ``/studies``."""
     try:

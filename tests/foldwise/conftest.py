@@ -30,6 +30,7 @@ class Request:
     path: str
     query: dict[str, str]
     body: Any
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -52,6 +53,7 @@ def _handler_class(stub: StubApi) -> type[BaseHTTPRequestHandler]:
                 parts.path,
                 dict(parse_qsl(parts.query)),
                 json.loads(raw) if raw else None,
+                {k.lower(): v for k, v in self.headers.items()},
             )
             stub.requests.append(request)
             status, body = stub.handle(request)

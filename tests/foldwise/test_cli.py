@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -227,3 +229,70 @@ def test_db_upgrade_failure_is_one_line(tmp_path):
 def test_database_passwords_are_not_printed():
     url = "postgresql+psycopg://fold:s3cret@db:5432/foldwise"
     assert cli._hide_password(url) == "postgresql+psycopg://fold:***@db:5432/foldwise"
+
+
+def test_stop_waits_until_the_scheduler_has_stopped_it(stub, make_study):
+    answers = iter([make_study(status="running", stop_requested=True)] * 2)
+    stub.handle = lambda request: (
+        (202 if request.method == "POST" else 200, next(answers, make_study(status="stopped")))
+    )
+    result = runner.invoke(cli.app, ["stop", "7", "--url", stub.url])
+    assert result.exit_code == 0, result.output
+    assert "study 7 (digits-mlp) is stopped" in result.stdout
+    stub.handle = lambda request: (202, make_study(status="running", stop_requested=True))
+    result = runner.invoke(cli.app, ["stop", "7", "--no-wait", "--url", stub.url])
+    assert "study 7 (digits-mlp) is stopping" in result.stdout
+
+
+def test_the_token_goes_with_every_request(stub, make_study, monkeypatch):
+    stub.handle = lambda request: (200, make_study())
+    runner.invoke(cli.app, ["--token", "fw_given", "status", "7", "--url", stub.url])
+    assert stub.requests[-1].headers["authorization"] == "Bearer fw_given"
+    monkeypatch.setenv("FOLDWISE_TOKEN", "fw_from_env")
+    runner.invoke(cli.app, ["status", "7", "--url", stub.url])
+    assert stub.requests[-1].headers["authorization"] == "Bearer fw_from_env"
+
+
+def test_a_missing_token_is_one_line_that_says_what_to_do(stub):
+    stub.handle = lambda request: (401, {"detail": "this needs a token"})
+    result = runner.invoke(cli.app, ["studies", "--url", stub.url])
+    assert_one_line_error(result, "this needs a token", "FOLDWISE_TOKEN", "foldwise token create")
+
+
+def test_token_create_list_revoke_and_save(tmp_path, stub, make_study, monkeypatch):
+    pytest.importorskip("service.db.schema")
+    url = f"sqlite:///{tmp_path / 'tokens.db'}"
+    assert runner.invoke(cli.app, ["db", "upgrade", "--database-url", url]).exit_code == 0
+    created = runner.invoke(
+        cli.app,
+        [
+            "--url",
+            stub.url,
+            "token",
+            "create",
+            "ci",
+            "--role",
+            "viewer",
+            "--save",
+            "--database-url",
+            url,
+        ],
+    )
+    assert created.exit_code == 0, created.output
+    secret = created.stdout.strip().splitlines()[-1]
+    assert secret.startswith("fw_") and len(secret) > 40
+    saved = Path(os.environ["FOLDWISE_CREDENTIALS"])
+    assert json.loads(saved.read_text()) == {stub.url: secret}
+    assert saved.stat().st_mode & 0o777 == 0o600
+    stub.handle = lambda request: (200, make_study())
+    runner.invoke(cli.app, ["status", "7", "--url", stub.url])  # the saved token is used
+    assert stub.requests[-1].headers["authorization"] == f"Bearer {secret}"
+    again = runner.invoke(cli.app, ["token", "create", "ci", "--database-url", url])
+    assert_one_line_error(again, "a token named 'ci' exists", "--replace")
+    listed = runner.invoke(cli.app, ["token", "list", "--database-url", url])
+    assert "ci" in listed.stdout and "viewer" in listed.stdout and secret not in listed.stdout
+    revoked = runner.invoke(cli.app, ["token", "revoke", "ci", "--database-url", url])
+    assert revoked.exit_code == 0 and "revoked 1 token named ci" in revoked.stdout
+    assert "no tokens" in runner.invoke(cli.app, ["token", "list", "--database-url", url]).stdout
+    missing = runner.invoke(cli.app, ["token", "revoke", "ci", "--database-url", url])
+    assert_one_line_error(missing, "no active token named 'ci'")

@@ -319,7 +319,7 @@ def test_minimal_spec_resolves_every_default():
         "fold_timeout": 3600.0,
         "options": {},
     }
-    assert resolved["budget"] == {"trials": 5, "max_minutes": None}
+    assert resolved["budget"] == {"trials": 5, "max_minutes": None, "max_consecutive_failures": 5}
     assert resolved["space"]["x"] == {
         "when": None,
         "type": "float",

@@ -3,16 +3,38 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from foldwise.schemas import Role
 from service.app import create_app
 from service.config import Settings
+from service.db.schema import upgrade_database
+from service.token_admin import create_token
+
+
+def signed_in_client(database_url: str, role: Role = Role.ADMIN, **settings: Any) -> TestClient:
+    """A TestClient of the real app (scheduler off unless ``settings`` say otherwise) whose
+    requests carry a token of ``role``, named after the role; enter it to start the app."""
+    settings = {"scheduler_enabled": False, **settings}
+    config = Settings(
+        database_url=database_url,
+        upgrade_db=True,
+        allowed_hosts=["testserver", "127.0.0.1", "localhost"],
+        **settings,
+    )
+    upgrade_database(database_url)
+    client = TestClient(create_app(config))
+    token = create_token(database_url, role.value, role, replace=True) if config.auth else ""
+    if token:
+        client.headers["Authorization"] = f"Bearer {token}"
+    return client
 
 
 @pytest.fixture
 def api(database_url: str) -> Iterator[TestClient]:
-    settings = Settings(database_url=database_url, upgrade_db=True, scheduler_enabled=False)
-    with TestClient(create_app(settings)) as client:
+    """The API as an admin sees it."""
+    with signed_in_client(database_url) as client:
         yield client

@@ -9,12 +9,28 @@ export class ApiError extends Error {
   }
 }
 
-/** GET (or send) JSON to the service's API; a non-2xx answer throws ApiError with the body. */
+/** The CSRF token the sign-in gave this browser; requests that change something send it. */
+function csrfToken() {
+  const cookie = document.cookie.split("; ").find((c) => c.startsWith("foldwise_csrf="));
+  return cookie ? decodeURIComponent(cookie.slice("foldwise_csrf=".length)) : "";
+}
+
+/** GET (or send) JSON to the service's API; a non-2xx answer throws ApiError with the body.
+ * A 401 (the session ended, or the token was revoked) goes to the sign-in page. */
 export async function api(path, options = {}) {
-  const response = await fetch(path, options);
+  const method = (options.method ?? "GET").toUpperCase();
+  const headers = method === "GET" ? options.headers : { ...options.headers, "X-CSRF-Token": csrfToken() };
+  const response = await fetch(path, { ...options, headers });
   const body = response.status === 204 ? null : await response.json().catch(() => null);
+  if (response.status === 401) location.assign(`/dashboard/sign-in?next=${encodeURIComponent(location.pathname)}`);
   if (!response.ok) throw new ApiError(response.status, body);
   return body;
+}
+
+/** Sign out: the session's cookies go, and the sign-in page comes. */
+export async function signOut() {
+  await fetch("/dashboard/session", { method: "DELETE" });
+  location.assign("/dashboard/sign-in");
 }
 
 /** An element with attributes (class, text, href, …) and children. */
@@ -32,6 +48,9 @@ export function el(tag, attrs = {}, ...children) {
 }
 
 export const badge = (status) => el("span", { class: `badge ${status}`, text: status });
+
+/** A study's state for people: "stopping" while its stop request is being carried out. */
+export const studyState = (study) => (study.stop_requested ? "stopping" : study.status);
 
 /** Four significant digits, switching to exponent notation for very small or large values. */
 export function fmt(value, digits = 4) {

@@ -1,7 +1,7 @@
 // Studies page: the table from GET /studies (refreshed while any study is active) and the form
 // that parses a YAML/JSON spec (POST /dashboard/spec) and submits it to POST /studies.
 "use strict";
-import { api, ApiError, badge, el, fmtDuration, fmtTime, fmtValueSe, secondsBetween, setLive } from "./common.js";
+import { api, ApiError, badge, el, fmtDuration, fmtTime, fmtValueSe, secondsBetween, setLive, studyState } from "./common.js";
 
 const ACTIVE = new Set(["queued", "running"]);
 
@@ -25,7 +25,7 @@ function row(study) {
   return el("tr", { "data-study": study.id },
     el("td", { class: "num" }, el("a", { href: link, text: String(study.id) })),
     el("td", {}, el("a", { href: link, text: study.name })),
-    el("td", {}, badge(study.status)),
+    el("td", {}, badge(studyState(study))),
     progressCell(study.progress),
     el("td", { class: "num" }, best
       ? el("a", { href: `${link}/trials/${best.number}`, text: fmtValueSe(best.value, best.std_error) })

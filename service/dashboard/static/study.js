@@ -1,7 +1,7 @@
 // Study page: summary, plots and trial table; while the study is active it polls with cursors
 // (history ?since=, curves ?after=) so each poll carries only what changed.
 "use strict";
-import { api, badge, card, el, fmtDuration, fmtTime, fmtValueSe, secondsBetween, setLive } from "./common.js";
+import { api, badge, card, el, fmtDuration, fmtTime, fmtValueSe, secondsBetween, setLive, studyState } from "./common.js";
 import { drawCurves, drawFolds, drawHistory, drawParcoords, drawSlices } from "./study_plots.js";
 import { TrialTable } from "./trial_table.js";
 
@@ -19,8 +19,8 @@ const state = {
 function renderSummary(study) {
   document.title = `${study.name} · foldwise`;
   document.getElementById("study-name").textContent = study.name;
-  document.getElementById("study-status").replaceChildren(badge(study.status));
-  document.getElementById("stop").hidden = !ACTIVE.has(study.status);
+  document.getElementById("study-status").replaceChildren(badge(studyState(study)));
+  document.getElementById("stop").hidden = !ACTIVE.has(study.status) || study.stop_requested;
   const p = study.progress;
   const best = study.best_trial;
   const par = study.spec.parallel;
@@ -176,9 +176,17 @@ async function stop() {
   if (!window.confirm(`Stop study ${STUDY_ID}? Running trials are cancelled.`)) return;
   const button = document.getElementById("stop");
   button.disabled = true;
-  state.study = await api(`${BASE}/stop`, { method: "POST" });
+  const callout = document.getElementById("study-error");
+  try {
+    state.study = await api(`${BASE}/stop`, { method: "POST" });
+    callout.replaceChildren();
+  } catch (error) {  // a 403 for a study of someone else's, say: say why, keep the page
+    callout.replaceChildren(el("div", { class: "callout", text: error.message }));
+    return;
+  } finally {
+    button.disabled = false;
+  }
   renderSummary(state.study);
-  button.disabled = false;
   await state.table.load();
 }
 

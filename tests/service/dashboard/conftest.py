@@ -14,8 +14,11 @@ from pathlib import Path
 import pytest
 
 from benchmarks.dashboard_scale import CHROMIUM, CHROMIUM_ARGS, fill_study, serve
+from foldwise.schemas import Role
 from service.app import create_app
 from service.config import Settings
+from service.db.schema import upgrade_database
+from service.token_admin import create_token
 
 TRIALS, FOLDS, EPOCHS, RUNNING = 40, 3, 5, 2
 
@@ -44,16 +47,23 @@ def browser() -> Iterator[object]:
 
 @dataclass
 class Dashboard:
-    """A served app, its sessions, and one filled study."""
+    """A served app, its sessions, one filled study, and an admin token."""
 
     url: str
     app: object
     study_id: int
+    token: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
 
 
 @pytest.fixture
 def dashboard(tmp_path: Path) -> Iterator[Dashboard]:
     url = f"sqlite:///{tmp_path / 'dashboard.db'}"
+    upgrade_database(url)
+    token = create_token(url, "admin", Role.ADMIN)
     app = create_app(Settings(database_url=url, upgrade_db=True, scheduler_enabled=False))
     with serve(app) as base:
         study_id = fill_study(
@@ -64,7 +74,7 @@ def dashboard(tmp_path: Path) -> Iterator[Dashboard]:
             running=RUNNING,
             failure_rate=0.1,
         )
-        yield Dashboard(base, app, study_id)
+        yield Dashboard(base, app, study_id, token)
 
 
 @dataclass
@@ -82,9 +92,20 @@ class Console:
         return [e for e in self.errors if not any(a in e for a in self.allowed)]
 
 
+def sign_in(context: object, url: str, token: str) -> None:
+    """Give a browser context the cookies the sign-in page would (the token, a CSRF token)."""
+    context.add_cookies(  # type: ignore[attr-defined]
+        [
+            {"name": "foldwise_token", "value": token, "url": url, "httpOnly": True},
+            {"name": "foldwise_csrf", "value": "test-csrf-token", "url": url},
+        ]
+    )
+
+
 @pytest.fixture
 def page(browser, dashboard: Dashboard) -> Iterator[object]:
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=dashboard.url)
+    sign_in(context, dashboard.url, dashboard.token)
     page = context.new_page()
     console = Console()
     page.on("console", lambda m: m.type == "error" and console.errors.append(m.text))

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from tests.live_service import LiveService
+from tests.service.dashboard.conftest import sign_in
 from tests.service.study_specs import study_spec
 
 pytestmark = pytest.mark.slow
@@ -37,8 +38,11 @@ def _spec() -> dict:
 def test_running_study_updates_live_and_the_stop_button_stops_it(
     browser, service: LiveService, tmp_path: Path
 ) -> None:
-    study = httpx.post(f"{service.url}/studies", json=_spec(), timeout=30).json()
+    study = httpx.post(
+        f"{service.url}/studies", json=_spec(), headers=service.headers, timeout=30
+    ).json()
     context = browser.new_context(base_url=service.url)
+    sign_in(context, service.url, service.token)
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -52,6 +56,8 @@ def test_running_study_updates_live_and_the_stop_button_stops_it(
     page.click("#stop")
     page.wait_for_selector("#study-status .badge.stopped", timeout=120_000)
     context.close()
-    final = httpx.get(f"{service.url}/studies/{study['id']}", timeout=30).json()
+    final = httpx.get(
+        f"{service.url}/studies/{study['id']}", headers=service.headers, timeout=30
+    ).json()
     assert final["status"] == "stopped" and final["progress"]["finished"] < 200
     assert errors == [], errors

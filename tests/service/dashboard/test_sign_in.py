@@ -1,0 +1,61 @@
+"""Signing in to the dashboard in real Chromium, and what a signed-in viewer may not do."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from foldwise.schemas import Role
+from service.token_admin import create_token
+from tests.service.dashboard.conftest import Dashboard, open_ready, sign_in
+
+
+@pytest.fixture
+def fresh_page(browser, dashboard: Dashboard) -> Iterator[object]:
+    """A page of a browser context with no cookies (nobody signed in)."""
+    context = browser.new_context(base_url=dashboard.url)
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    page.on("dialog", lambda dialog: dialog.accept())
+    yield page
+    context.close()
+
+
+def test_sign_in_keeps_the_token_in_an_httponly_cookie_and_sign_out_drops_it(
+    fresh_page, dashboard: Dashboard
+) -> None:
+    page = fresh_page
+    page.goto(f"/dashboard/studies/{dashboard.study_id}")
+    page.wait_for_url(lambda url: "/dashboard/sign-in?next=" in url)
+
+    page.fill("#token", "fw_not-a-token")
+    page.click("button[type=submit]")
+    page.wait_for_selector("#sign-in-error:has-text('not valid')")
+
+    page.fill("#token", dashboard.token)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"**/dashboard/studies/{dashboard.study_id}")
+    page.wait_for_selector("body[data-ready=true]")
+    assert page.inner_text("#who") == "admin (admin)"
+    cookie = {c["name"]: c for c in page.context.cookies()}["foldwise_token"]
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert page.evaluate("document.cookie").count("foldwise_token") == 0  # scripts cannot read it
+
+    page.click("#sign-out")
+    page.wait_for_url("**/dashboard/sign-in")
+    assert "foldwise_token" not in {c["name"] for c in page.context.cookies()}
+    page.goto("/dashboard")
+    page.wait_for_url(lambda url: "/dashboard/sign-in?next=" in url)
+
+
+def test_a_viewer_who_presses_stop_is_told_why_and_nothing_stops(
+    fresh_page, dashboard: Dashboard
+) -> None:
+    viewer = create_token(str(dashboard.app.state.settings.database_url), "viewer", Role.VIEWER)
+    sign_in(fresh_page.context, dashboard.url, viewer)
+    open_ready(fresh_page, f"/dashboard/studies/{dashboard.study_id}")
+    fresh_page.click("#stop")
+    fresh_page.wait_for_selector("#study-error .callout:has-text('it only reads')")
+    assert fresh_page.locator("#stop").is_enabled()
+    assert fresh_page.locator("#study-status .badge.running").count() == 1
