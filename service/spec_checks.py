@@ -1,9 +1,10 @@
-"""Checks of a submitted spec that need the server side: the task must be found and report the
-objective metric, the optimizer must accept its options, and one fold must fit the cluster."""
+"""Checks of a submitted spec that need the server side: the task must be one this service
+permits and report the objective metric, the optimizer must accept its options, and one fold
+must fit the cluster."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi.exceptions import RequestValidationError
@@ -11,24 +12,36 @@ from fastapi.exceptions import RequestValidationError
 from foldwise.spec import StudySpec
 from service.cluster_fit import NodeCapacity, fold_fit_problem
 from service.study_optimizer import build_optimizer
+from service.task_policy import task_kind, task_name_problem
 
 
-def check_runnable(spec: StudySpec, nodes: Sequence[NodeCapacity] = ()) -> None:
-    """Raise a 422 naming the field when the study could not run; ``nodes`` are the cluster's
-    (empty: not known, so not checked). Blocking: imports the task and builds the optimizer."""
+def check_runnable(
+    spec: StudySpec,
+    *,
+    task_modules: Sequence[str] = (),
+    describe: Callable[[str], str] | None = None,
+    nodes: Sequence[NodeCapacity] = (),
+) -> None:
+    """Raise a 422 naming the field when the study could not run. ``task_modules``: packages
+    whose modules may be tasks; ``describe``: a user task's kind, found in a worker (else in a
+    subprocess); ``nodes``: the cluster's (empty: not known, so not checked). Blocking."""
     from trainers.fold_training import epoch_metric_names
-    from trainers.task import TaskNotFound, resolve_task
+    from trainers.task import TaskNotFound
 
+    name = spec.trainer.task
+    problem = task_name_problem(name, task_modules)
+    if problem is not None:
+        raise _invalid(("trainer", "task"), problem, name)
     try:
-        task = resolve_task(spec.trainer.task)
+        kind = task_kind(name, describe)
     except TaskNotFound as exc:
-        raise _invalid(("trainer", "task"), str(exc), spec.trainer.task) from exc
+        raise _invalid(("trainer", "task"), str(exc), name) from exc
     resources, parallel = spec.resources, spec.parallel
-    metrics = epoch_metric_names(task.kind, gpu=resources.gpus_per_worker > 0)
+    metrics = epoch_metric_names(kind, gpu=resources.gpus_per_worker > 0)
     if spec.objective.metric not in metrics:
         raise _invalid(
             ("objective", "metric"),
-            f"task {spec.trainer.task!r} ({task.kind}) reports {', '.join(metrics)}",
+            f"task {name!r} ({kind}) reports {', '.join(metrics)}",
             spec.objective.metric,
         )
     problem = fold_fit_problem(

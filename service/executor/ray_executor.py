@@ -21,6 +21,7 @@ import ray
 from service.cluster_fit import NodeCapacity
 from service.executor.failures import FoldFailed, fold_failure
 from service.executor.pool import WorkerGroup, WorkerPool
+from service.metrics import FOLD_QUEUE_WAIT
 from trainers.job import FoldJob, trained_seconds
 
 log = logging.getLogger(__name__)
@@ -87,7 +88,9 @@ class RayExecutor:
             kwargs.update(address="local", num_cpus=self.num_cpus)
         _quiet_ray_startup_warnings()
         try:
-            await asyncio.wait_for(asyncio.to_thread(ray.init, **kwargs), CONNECT_TIMEOUT_S)
+            await asyncio.wait_for(
+                asyncio.to_thread(_init_ray_without_settings, **kwargs), CONNECT_TIMEOUT_S
+            )
         except TimeoutError as err:
             raise RuntimeError(
                 f"could not start or join Ray at {self.address or 'local'} "
@@ -126,6 +129,7 @@ class RayExecutor:
             (job.world_size, float(cpus_per_worker), float(gpus_per_worker))
         )
         stats.acquire_seconds = time.perf_counter() - started
+        FOLD_QUEUE_WAIT.observe(stats.acquire_seconds)
         deadline = None if timeout is None else time.monotonic() + timeout
         reusable = False
         try:
@@ -295,6 +299,17 @@ async def _collect_errors(tasks: list[asyncio.Task], queue: asyncio.Queue) -> di
         if kind == "end" and payload is not None:
             errors[rank] = payload
     return errors
+
+
+def _init_ray_without_settings(**kwargs: Any) -> None:
+    """``ray.init`` with the service's settings (``FOLDWISE_*``, the database URL among them)
+    out of the environment: a local Ray's processes, and so its workers, inherit it, and task
+    code runs there. Workers never hold database credentials."""
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("FOLDWISE_")}
+    try:
+        ray.init(**kwargs)
+    finally:
+        os.environ.update(saved)
 
 
 def _quiet_ray_startup_warnings() -> None:

@@ -4,7 +4,8 @@
 "crash" kills rank 1's process (os._exit) at the start of epoch 2, in every attempt;
 "crash_once" kills rank 1 at the start of epoch 3, but only in a run that started at epoch 1:
 a run resumed from a checkpoint (whose model buffers say epochs were done) goes on; "hang"
-makes rank 1 sleep for an hour at the start of epoch 2 (its peers then wait in all-reduce).
+makes rank 1 sleep for an hour at the start of epoch 2 (its peers then wait in all-reduce);
+"env" makes build_model raise, naming the FOLDWISE_* variables the worker can see.
 Usable as "tests.user_tasks.tiny" or "tests.user_tasks.tiny:task".
 """
 
@@ -21,7 +22,7 @@ import torch.distributed as dist
 from torch import nn
 
 kind = "classification"
-MODES = ("ok", "raise", "nan", "crash", "crash_once", "hang")
+MODES = ("ok", "raise", "nan", "crash", "crash_once", "hang", "env")
 
 
 def load_data() -> tuple[np.ndarray, np.ndarray]:
@@ -38,6 +39,9 @@ def build_model(params: dict[str, Any]) -> nn.Module:
         raise ValueError(f"tiny task: mode must be one of {MODES}, got {mode!r}")
     if mode == "raise":
         raise ValueError("tiny task refuses mode=raise")
+    if mode == "env":
+        seen = sorted(name for name in os.environ if name.startswith("FOLDWISE_"))
+        raise ValueError(f"worker environment holds: {seen}")
     return _TinyNet(mode, int(params.get("width", 16)))
 
 

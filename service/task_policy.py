@@ -1,0 +1,80 @@
+"""Which tasks a study may name, and what kind of task it is, without running its code here.
+
+``trainer.task`` names code, so the API process decides from the name alone: a built-in task,
+or a module under the packages the operator listed in ``FOLDWISE_TASK_MODULES``. Anything else
+is refused before anything is imported. A permitted task's kind (what metrics it reports) is
+then found out where task code may run: a Ray worker (``RayExecutor.describe_task``), or with no
+scheduler a short-lived subprocess without the service's settings in its environment.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from trainers.task import BUILTIN_TASKS, TaskNotFound, resolve_task
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DESCRIBE_TIMEOUT_S = 60.0
+_DESCRIBE = (
+    "import sys; from trainers.task import resolve_task; print(resolve_task(sys.argv[1]).kind)"
+)
+
+
+def task_name_problem(name: str, allowed: Sequence[str]) -> str | None:
+    """Why ``name`` may not be a study's task, or None when it may. Imports nothing."""
+    if name in BUILTIN_TASKS:
+        return None
+    module = name.partition(":")[0]
+    if any(module == prefix or module.startswith(prefix + ".") for prefix in allowed):
+        return None
+    builtins = ", ".join(BUILTIN_TASKS)
+    packages = ", ".join(allowed) if allowed else "none"
+    return (
+        f"task {name!r} is neither a built-in task ({builtins}) nor a module under the "
+        f"packages this service allows (FOLDWISE_TASK_MODULES: {packages})"
+    )
+
+
+def task_kind(name: str, remote: Callable[[str], str] | None) -> str:
+    """What kind of task ``name`` (permitted) is. A built-in is ours, read here; a user's is
+    described by ``remote`` (in a Ray worker), else in a subprocess. ``TaskNotFound`` if it
+    cannot be loaded."""
+    if name in BUILTIN_TASKS:
+        return resolve_task(name).kind
+    if remote is not None:
+        return remote(name)
+    return describe_in_subprocess(name)
+
+
+def scrubbed_environment() -> dict[str, str]:
+    """This process's environment without the service's settings (the database URL among
+    them): what task code may see."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("FOLDWISE_")}
+
+
+def describe_in_subprocess(name: str, timeout: float = DESCRIBE_TIMEOUT_S) -> str:
+    """The task's kind, found by importing it in a new Python process; ``TaskNotFound`` with
+    the reason it gave when it cannot be loaded."""
+    env = scrubbed_environment()
+    env["PYTHONPATH"] = os.pathsep.join(
+        dict.fromkeys(p for p in (os.getcwd(), str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _DESCRIBE, name],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise TaskNotFound(f"task {name!r}: loading it took more than {timeout:g} s") from exc
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or ["it could not be loaded"]
+        raise TaskNotFound(lines[-1].removeprefix("trainers.task.TaskNotFound: "))
+    return done.stdout.strip().splitlines()[-1]

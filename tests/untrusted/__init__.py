@@ -1,0 +1,1 @@
+"""Task modules a test service does not trust unless told to: importing them does things."""
