@@ -126,6 +126,7 @@ async def drive(
     interval: float,
     timeout: float,
     conditional: bool,
+    headers: dict[str, str] | None = None,
 ) -> dict[str, EndpointStats]:
     """`clients` pollers spread evenly over `paths` for `seconds`, each on its own connection.
 
@@ -134,7 +135,9 @@ async def drive(
     stats = {name: EndpointStats() for name in paths}
     connector = aiohttp.TCPConnector(limit=clients)
     client_timeout = aiohttp.ClientTimeout(total=timeout)
-    async with aiohttp.ClientSession(connector=connector, timeout=client_timeout) as session:
+    async with aiohttp.ClientSession(
+        connector=connector, timeout=client_timeout, headers=headers
+    ) as session:
         until = time.monotonic() + seconds
         names = list(paths)
         await asyncio.gather(
@@ -189,10 +192,14 @@ def run_load(args: argparse.Namespace, label: str, root: Path, backend: str) -> 
         database(backend, Path(tmp)) as url,
     ):
         service = LiveService(
-            url, Path(tmp) / "service.log", ray_num_cpus=args.ray_cpus, root=root
+            url,
+            Path(tmp) / "service.log",
+            ray_num_cpus=args.ray_cpus,
+            root=root,
+            admin_token=root == ROOT,  # an older checkout has its own schema and no tokens
         ).start()
         try:
-            with httpx.Client(base_url=service.url, timeout=30) as client:
+            with service.http(timeout=30) as client:
                 study_id = client.post("/studies", json=LOAD_SPEC).raise_for_status().json()["id"]
                 wait_running(client, study_id)
                 before = finished_trials(client, study_id) or 0
@@ -208,6 +215,7 @@ def run_load(args: argparse.Namespace, label: str, root: Path, backend: str) -> 
                         interval=args.interval,
                         timeout=args.timeout,
                         conditional=args.conditional,
+                        headers=service.headers,
                     )
                 )
                 after = finished_trials(client, study_id)

@@ -7,20 +7,28 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from service.api.auth import TokenCache, get_principal
 from service.api.conditional import ReadCache
-from service.api.errors import method_not_allowed_handler, validation_error_handler
-from service.api.routes import artifacts, health, insights, studies, trials
+from service.api.errors import (
+    documented,
+    method_not_allowed_handler,
+    validation_error_handler,
+)
+from service.api.routes import artifacts, health, insights, metrics, studies, trials
 from service.config import Settings, get_settings
+from service.dashboard import sign_in
 from service.dashboard.routes import router as dashboard_router
 from service.dashboard.routes import static_files
 from service.db.engine import SessionRunner
 from service.db.schema import prepare_database
+from service.scheduler.lease import SchedulerLease
 from service.scheduler.scheduler import Scheduler
 from service.scheduler.store import SchedulerStore
 
@@ -40,14 +48,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.add_exception_handler(StarletteHTTPException, method_not_allowed_handler)
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.allowed_hosts)
     app.state.settings = settings
     app.state.scheduler = None
-    app.include_router(studies.router)
-    app.include_router(trials.router)
-    app.include_router(artifacts.router)
-    app.include_router(insights.router)
+    app.state.token_cache = TokenCache()
+    authenticated = {"dependencies": [Depends(get_principal)], "responses": documented(401, 403)}
+    for router in (
+        studies.router,
+        trials.router,
+        artifacts.router,
+        insights.router,
+        metrics.router,
+    ):
+        app.include_router(router, **authenticated)
     app.include_router(health.router)
     app.include_router(dashboard_router)
+    app.include_router(sign_in.router)
     app.mount("/dashboard/static", static_files, name="dashboard-static")
     app.add_api_route("/", _to_dashboard, include_in_schema=False)
     return app
@@ -68,8 +84,10 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     executor = None
     if settings.scheduler_enabled:  # its own connections: readers never hold up the study
         runners.append(SessionRunner(settings.database_url, settings.scheduler_db_connections))
-        store = SchedulerStore(runners[1], artifact_dir=settings.artifact_dir)
-        executor, app.state.scheduler = await _start_scheduler(store, settings)
+        runners.append(SessionRunner(settings.database_url, 1))  # the lease's heartbeat
+        lease = SchedulerLease(runners[2], ttl_seconds=settings.scheduler_lease_seconds)
+        store = SchedulerStore(runners[1], fence=lease.fence, artifact_dir=settings.artifact_dir)
+        executor, app.state.scheduler = await _start_scheduler(store, lease, settings)
     _freeze_startup_objects()
     try:
         yield
@@ -90,7 +108,9 @@ def _freeze_startup_objects() -> None:
     gc.freeze()
 
 
-async def _start_scheduler(store: SchedulerStore, settings: Settings) -> tuple[object, Scheduler]:
+async def _start_scheduler(
+    store: SchedulerStore, lease: SchedulerLease, settings: Settings
+) -> tuple[object, Scheduler]:
     from service.executor import RayExecutor
 
     executor = RayExecutor(
@@ -99,7 +119,7 @@ async def _start_scheduler(store: SchedulerStore, settings: Settings) -> tuple[o
         max_idle_groups=settings.max_idle_worker_groups,
     )
     await executor.start()
-    scheduler = Scheduler(store, executor, poll_seconds=settings.poll_seconds)
+    scheduler = Scheduler(store, executor, lease, poll_seconds=settings.poll_seconds)
     scheduler.start()
     log.info("scheduler started (Ray at %s)", settings.ray_address or "a local Ray")
     return executor, scheduler

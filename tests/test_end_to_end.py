@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from foldwise import Client
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
 from tests.live_service import FOLDWISE_BIN, ROOT, LiveService
 
@@ -27,13 +26,16 @@ def _digits_spec() -> dict:
     return spec
 
 
-def _cli(url: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def _cli(
+    service: LiveService, *args: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(FOLDWISE_BIN), "--url", url, *args],
+        [str(FOLDWISE_BIN), "--url", service.url, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         cwd=ROOT,
+        env=service.cli_env,
     )
 
 
@@ -42,10 +44,10 @@ def test_digits_study_through_sdk_and_cli(tmp_path: Path) -> None:
         f"sqlite:///{tmp_path / 'e2e.db'}", tmp_path / "service.log", ray_num_cpus=6
     ).start()
     try:
-        with Client(service.url) as client:
+        with service.sdk() as client:
             started = time.monotonic()
             study = client.create_study(_digits_spec())
-            watch = _cli(service.url, "watch", str(study.id), "--interval", "1", timeout=900)
+            watch = _cli(service, "watch", str(study.id), "--interval", "1", timeout=900)
             wall = time.monotonic() - started
             print(
                 f"\nend-to-end study: {TRIALS} trials x {FOLDS} folds x {WORKERS} ranks "
@@ -56,9 +58,9 @@ def test_digits_study_through_sdk_and_cli(tmp_path: Path) -> None:
             study.refresh()
             assert study.status is StudyStatus.COMPLETED, study.data
             _check_stored_trials(study)
-            best = _cli(service.url, "best", str(study.id))
+            best = _cli(service, "best", str(study.id))
             assert best.returncode == 0 and f"{study.best_trial.value:.4g}"[:4] in best.stdout
-            listing = _cli(service.url, "trials", str(study.id), "--sort", "best")
+            listing = _cli(service, "trials", str(study.id), "--sort", "best")
             assert listing.returncode == 0 and "completed" in listing.stdout
     finally:
         service.stop()

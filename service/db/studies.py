@@ -17,8 +17,8 @@ from service.db.models import StudyRow, TrialRow, utcnow
 ACTIVE = (StudyStatus.QUEUED, StudyStatus.RUNNING)
 
 
-def create_study(session: Session, spec: StudySpec) -> StudyRow:
-    study = StudyRow(name=spec.name, status=StudyStatus.QUEUED, spec=spec.resolved())
+def create_study(session: Session, spec: StudySpec, *, owner: str | None = None) -> StudyRow:
+    study = StudyRow(name=spec.name, status=StudyStatus.QUEUED, spec=spec.resolved(), owner=owner)
     session.add(study)
     session.flush()
     return study
@@ -47,7 +47,8 @@ def study_revision(db: Session | Connection, study_id: int, *, folds: bool) -> i
     """The study's revision (``folds``: of everything, else of the study and its trials only),
     or None when there is no such study. A Core query: it runs on a bare connection too."""
     column = StudyRow.revision if folds else StudyRow.trials_revision
-    return db.scalar(select(column).where(StudyRow.id == study_id))
+    query = select(column).where(StudyRow.id == study_id, StudyRow.delete_requested.is_(False))
+    return db.scalar(query)
 
 
 def catalog_fingerprint(db: Session | Connection) -> tuple[int, int, int]:
@@ -66,7 +67,7 @@ def catalog_fingerprint(db: Session | Connection) -> tuple[int, int, int]:
 def list_studies(
     session: Session, *, status: StudyStatus | None = None, limit: int = 100, offset: int = 0
 ) -> tuple[Sequence[StudyRow], int]:
-    query = select(StudyRow)
+    query = select(StudyRow).where(StudyRow.delete_requested.is_(False))
     if status is not None:
         query = query.where(StudyRow.status == status)
     count = session.scalar(select(func.count()).select_from(query.subquery())) or 0
@@ -75,9 +76,15 @@ def list_studies(
 
 
 def active_study_ids(session: Session) -> list[int]:
-    """Studies the scheduler should be running: queued or running, not asked to stop."""
+    """Studies the scheduler should run (queued or running), or stop (asked to)."""
     query = select(StudyRow.id).where(StudyRow.status.in_(ACTIVE)).order_by(StudyRow.id)
     return list(session.scalars(query))
+
+
+def deletion_requests(session: Session) -> list[int]:
+    """Studies whose deletion was asked for and is still to be carried out."""
+    query = select(StudyRow.id).where(StudyRow.delete_requested.is_(True))
+    return list(session.scalars(query.order_by(StudyRow.id)))
 
 
 def count_trials_by_status(

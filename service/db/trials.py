@@ -17,6 +17,7 @@ TrialSort = str
 SORT_KEYS = ("number", "value", "duration")
 PARAM_PREFIX = "params."
 UNFINISHED = (TrialStatus.PENDING, TrialStatus.RUNNING)
+FINISHED = (TrialStatus.COMPLETED, TrialStatus.FAILED, TrialStatus.PRUNED)
 
 
 def create_trial(
@@ -113,7 +114,7 @@ def finished_trials(session: Session, study_id: int) -> Sequence[TrialRow]:
         select(TrialRow)
         .where(
             TrialRow.study_id == study_id,
-            TrialRow.status.in_((TrialStatus.COMPLETED, TrialStatus.FAILED, TrialStatus.PRUNED)),
+            TrialRow.status.in_(FINISHED),
         )
         .order_by(TrialRow.finished_at, TrialRow.number)
     )
@@ -125,6 +126,17 @@ def unfinished_trials(session: Session, study_id: int) -> Sequence[TrialRow]:
         select(TrialRow)
         .where(TrialRow.study_id == study_id, TrialRow.status.in_(UNFINISHED))
         .order_by(TrialRow.number)
+    )
+    return session.scalars(query).all()
+
+
+def last_finished(session: Session, study_id: int, count: int) -> Sequence[TrialRow]:
+    """The ``count`` trials of the study that finished last, latest first."""
+    query = (
+        select(TrialRow)
+        .where(TrialRow.study_id == study_id, TrialRow.status.in_(FINISHED))
+        .order_by(TrialRow.finished_at.desc(), TrialRow.number.desc())
+        .limit(count)
     )
     return session.scalars(query).all()
 

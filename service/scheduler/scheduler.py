@@ -1,7 +1,9 @@
 """The service's one driver: finds studies to run and runs each in a ``StudyRunner`` task.
 
-It lives in the service process (one per deployment) and is the only writer of trial and fold
-state. It polls the database, so a study created while it was down is picked up when it starts.
+It lives in the service process and is the only writer of study, trial and fold state, while
+this instance holds the scheduler's lease (``service.scheduler.lease``): every instance on a
+database runs one, and only the lease holder schedules. It polls the database, so a study
+created through another instance, or while it was down, is picked up within a poll.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ import contextlib
 import logging
 from typing import Any
 
+from service.artifact_store import delete_study_artifacts
 from service.cluster_fit import NodeCapacity
+from service.scheduler.lease import LeaseLost, SchedulerLease
 from service.scheduler.store import SchedulerStore
 from service.scheduler.study_runner import StudyRunner
 from service.scheduler.trial_runner import FoldExecutor
@@ -21,10 +25,16 @@ log = logging.getLogger(__name__)
 
 class Scheduler:
     def __init__(
-        self, store: SchedulerStore, executor: FoldExecutor, *, poll_seconds: float = 1.0
+        self,
+        store: SchedulerStore,
+        executor: FoldExecutor,
+        lease: SchedulerLease,
+        *,
+        poll_seconds: float = 1.0,
     ) -> None:
         self.store = store
         self.executor = executor
+        self.lease = lease
         self.poll_seconds = poll_seconds
         self._runners: dict[int, tuple[StudyRunner, asyncio.Task[None]]] = {}
         self._wake = asyncio.Event()
@@ -34,11 +44,19 @@ class Scheduler:
         self._loop_task = asyncio.create_task(self._loop(), name="scheduler")
 
     async def close(self) -> None:
-        """Cancel every study task; their running trials resume when the service starts again."""
+        """Cancel every study task (their running trials resume on the next scheduler) and
+        give the lease up, so another instance takes over at once."""
         if self._loop_task is not None:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop_task
+        await self._drop_runners()
+        with contextlib.suppress(Exception):  # the database may be gone: the lease expires
+            await self.lease.release()
+
+    async def _drop_runners(self) -> None:
+        """Cancel every study task without recording anything: the trials stay as they are,
+        for whichever scheduler runs the studies next."""
         tasks = [task for _runner, task in self._runners.values()]
         for task in tasks:
             task.cancel()
@@ -46,20 +64,10 @@ class Scheduler:
         self._runners.clear()
 
     def wake(self) -> None:
-        """Look for new studies now instead of at the next poll."""
+        """Look for new studies and for stop and delete requests now, not at the next poll."""
         self._wake.set()
-
-    def is_running(self, study_id: int) -> bool:
-        return study_id in self._runners
-
-    async def stop_study(self, study_id: int) -> None:
-        """Make the study's runner notice its stop flag now, and wait until it has stopped."""
-        entry = self._runners.get(study_id)
-        if entry is None:
-            return
-        runner, task = entry
-        runner.wake()
-        await asyncio.wait({task})
+        for runner, _task in self._runners.values():
+            runner.wake()
 
     def cluster_nodes(self) -> list[NodeCapacity]:
         """What each node of the cluster offers (blocking); empty when Ray does not answer."""
@@ -68,6 +76,19 @@ class Scheduler:
         except Exception as exc:  # a submit check must not fail because Ray is slow to answer
             log.warning("could not read the cluster's nodes: %s", exc)
             return []
+
+    def describe_task(self, name: str) -> str:
+        """A user task's kind, loaded in a worker (blocking); see ``service.task_policy``."""
+        from service.executor.task_probe import describe_remotely
+        from service.task_policy import DESCRIBE_TIMEOUT_S
+
+        return describe_remotely(name, DESCRIBE_TIMEOUT_S)
+
+    async def lease_status(self) -> dict[str, Any]:
+        try:
+            return await self.lease.describe()
+        except Exception as exc:  # health must answer even when the database does not
+            return {"leader": self.lease.epoch is not None, "detail": str(exc)}
 
     def executor_health(self) -> dict[str, Any]:
         try:
@@ -78,12 +99,31 @@ class Scheduler:
     async def _loop(self) -> None:
         while True:
             try:
-                await self._start_new_studies()
+                if await self.lease.hold():
+                    await self._start_new_studies()
+                    await self._carry_out_deletions()
+                elif self._runners:  # lost the lease: another instance schedules now
+                    await self._drop_runners()
+            except LeaseLost:
+                await self._drop_runners()
             except Exception:
                 log.exception("scheduler could not read the studies to run")
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.poll_seconds)
+
+    async def _carry_out_deletions(self) -> None:
+        """Delete the studies whose deletion was asked for, once their runners have stopped
+        (a running one is woken to notice its stop request)."""
+        for study_id in await self.store.deletion_requests():
+            entry = self._runners.get(study_id)
+            if entry is not None:
+                entry[0].wake()
+                continue
+            await self.store.delete_study(study_id)
+            if self.store.artifact_dir is not None:
+                await delete_study_artifacts(self.store.artifact_dir, study_id)
+            log.info("deleted study %s", study_id)
 
     async def _start_new_studies(self) -> None:
         for study_id in await self.store.active_study_ids():

@@ -7,6 +7,8 @@ also bumps the study's revision in the same transaction, so readers know their c
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,8 +24,10 @@ from service.db import studies as study_repo
 from service.db import trials as trial_repo
 from service.db.engine import SessionRunner
 from service.db.models import StudyRow, TrialRow, utcnow
+from service.metrics import FOLDS_ENDED, TRIALS_ENDED
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -42,10 +46,19 @@ class StudyStart:
 
 class SchedulerStore:
     """`db` runs each unit of work in its own transaction (the scheduler's own connections);
-    `artifact_dir`: where fold checkpoints and models go (shared storage on a cluster)."""
+    `fence` starts every write's transaction (``SchedulerLease.fence``: ``LeaseLost`` when
+    this instance no longer schedules); `artifact_dir`: where fold checkpoints and models go
+    (shared storage on a cluster)."""
 
-    def __init__(self, db: SessionRunner, *, artifact_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        db: SessionRunner,
+        *,
+        fence: Callable[[Session], None] | None = None,
+        artifact_dir: Path | None = None,
+    ) -> None:
         self._db = db
+        self._fence = fence or (lambda _session: None)
         self.artifact_dir = artifact_dir
 
     async def _write(
@@ -55,6 +68,7 @@ class SchedulerStore:
         when only a fold run or its epochs change."""
 
         def changed(session: Session) -> T:
+            self._fence(session)
             result = work(session)
             study_repo.touch_study(session, study_id, trials=trials)
             return result
@@ -66,11 +80,15 @@ class SchedulerStore:
 
     async def begin_study(self, study_id: int) -> StudyStart | None:
         """Mark the study running, mark fold runs a dead service left as lost, and return the
-        stored spec with the trials still to finish; None when the study is gone."""
+        stored spec with the trials still to finish; None when the study is gone, or was asked
+        to stop before it ran (it is then marked stopped, its open trials closed)."""
 
         def work(session: Session) -> StudyStart | None:
             study = session.get(StudyRow, study_id)
             if study is None:
+                return None
+            if study.stop_requested:
+                _finish_study(session, study, StudyStatus.STOPPED, None)
                 return None
             study_repo.mark_study(session, study, StudyStatus.RUNNING)
             fold_repo.mark_lost_fold_runs(session, study_id)
@@ -126,14 +144,19 @@ class SchedulerStore:
     ) -> None:
         """Record how the trial ended; any of its fold runs still open are closed with it."""
 
-        def work(session: Session) -> None:
+        def work(session: Session) -> int | None:
             trial = session.get(TrialRow, trial_id)
             if trial is None:  # deleted with its study while the trial was ending
-                return
+                return None
             trial_repo.finish_trial(session, trial, status, **fields)
             fold_repo.close_open_fold_runs(session, [trial_id])
+            return trial.number
 
-        await self._write(study_id, work)
+        number = await self._write(study_id, work)
+        if number is not None:
+            TRIALS_ENDED.labels(status.value).inc()
+            outcome = fields.get("error") or f"value {fields.get('value')}"
+            log.info("study %s trial %s %s: %s", study_id, number, status, outcome)
 
     async def finish_study(
         self, study_id: int, status: StudyStatus, error: str | None = None
@@ -143,14 +166,25 @@ class SchedulerStore:
 
         def work(session: Session) -> None:
             study = session.get(StudyRow, study_id)
-            if study is None:
-                return
-            study_repo.mark_study(session, study, status, error=error)
-            reason = error or f"the study ended ({status}) while this trial ran"
-            closed = trial_repo.fail_unfinished_trials(session, study_id, error=reason)
-            fold_repo.close_open_fold_runs(session, closed)
+            if study is not None:
+                _finish_study(session, study, status, error)
 
         await self._write(study_id, work)
+        log.info("study %s %s%s", study_id, status, f": {error}" if error else "")
+
+    async def deletion_requests(self) -> list[int]:
+        return await self._db.read(study_repo.deletion_requests)
+
+    async def delete_study(self, study_id: int) -> None:
+        """Delete the study's rows (its deletion was asked for and it no longer runs)."""
+
+        def work(session: Session) -> None:
+            self._fence(session)
+            study = session.get(StudyRow, study_id)
+            if study is not None:
+                study_repo.delete_study(session, study)
+
+        await self._db.write(work)
 
     async def outcome(self, study_id: int) -> tuple[StudyStatus, str | None]:
         """How a study that has run out of trials to run ended: failed, with the error seen
@@ -163,6 +197,19 @@ class SchedulerStore:
                 return StudyStatus.COMPLETED, None
             error = trial_repo.commonest_error(session, study_id)
             return StudyStatus.FAILED, f"all {failed} trials failed; most often: {error}"
+
+        return await self._db.read(work)
+
+    async def repeated_failure(self, study_id: int, count: int) -> str | None:
+        """The error the last ``count`` finished trials all failed with (their fold aside),
+        or None when they did not all fail the same way."""
+
+        def work(session: Session) -> str | None:
+            last = trial_repo.last_finished(session, study_id, count)
+            if len(last) < count or any(t.status is not TrialStatus.FAILED for t in last):
+                return None
+            errors = {_without_fold(t.error or "") for t in last}
+            return errors.pop() if len(errors) == 1 else None
 
         return await self._db.read(work)
 
@@ -195,3 +242,20 @@ class SchedulerStore:
             lambda s: fold_repo.finish_fold_run(s, fold_run_id, status, **fields),
             trials=False,
         )
+        FOLDS_ENDED.labels(status.value).inc()
+
+
+def _finish_study(
+    session: Session, study: StudyRow, status: StudyStatus, error: str | None
+) -> None:
+    """Mark the study ended; trials still open fail with the reason, so nothing stays running
+    inside a finished study."""
+    study_repo.mark_study(session, study, status, error=error)
+    reason = error or f"the study ended ({status}) while this trial ran"
+    closed = trial_repo.fail_unfinished_trials(session, study.id, error=reason)
+    fold_repo.close_open_fold_runs(session, closed)
+
+
+def _without_fold(error: str) -> str:
+    """A trial's error without the fold it happened in: the same bug fails whichever fold."""
+    return re.sub(r"^fold \d+: ", "", error)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import traceback
 from datetime import UTC, datetime, timedelta
 
@@ -16,6 +17,8 @@ from foldwise.schemas import StudyStatus, TrialStatus
 from foldwise.spec import StudySpec
 from optimizers import BaseOptimizer
 from service.db.models import utcnow
+from service.metrics import SUGGESTION_SECONDS
+from service.scheduler.lease import LeaseLost
 from service.scheduler.store import SchedulerStore, TrialHandle
 from service.scheduler.trial_runner import FoldExecutor, TrialRunner
 from service.study_optimizer import build_optimizer
@@ -46,6 +49,9 @@ class StudyRunner:
         except asyncio.CancelledError:
             await asyncio.shield(self._cancel_trials())
             raise
+        except LeaseLost:  # another scheduler runs the study now: write nothing more
+            log.warning("study %s: this instance lost the scheduler lease", self.study_id)
+            await self._cancel_trials()
         except Exception as exc:
             log.exception("study %s failed", self.study_id)
             await self._cancel_trials()
@@ -67,6 +73,8 @@ class StudyRunner:
             if await self.store.stop_requested(self.study_id):
                 await self._stop()
                 return
+            if await self._hopeless(spec):
+                return
             out_of_time = deadline is not None and utcnow() >= deadline
             created = 0 if out_of_time else await self._fill(spec, optimizer, trials)
             if not self.running and created == 0:
@@ -74,6 +82,19 @@ class StudyRunner:
                 await self.store.finish_study(self.study_id, status, error=error)
                 return
             await self._wait()
+
+    async def _hopeless(self, spec: StudySpec) -> bool:
+        """End the study as failed when its last trials all failed with the same error: the
+        next would too, and a budget of them is compute burnt for nothing."""
+        count = spec.budget.max_consecutive_failures
+        error = await self.store.repeated_failure(self.study_id, count)
+        if error is None:
+            return False
+        log.warning("study %s: the last %d trials failed with: %s", self.study_id, count, error)
+        await self._cancel_trials()
+        message = f"the last {count} trials failed with the same error: {error}"
+        await self.store.finish_study(self.study_id, StudyStatus.FAILED, error=message)
+        return True
 
     async def _fill(self, spec: StudySpec, optimizer: BaseOptimizer, trials: TrialRunner) -> int:
         """Create and launch trials up to N_G in flight and within the budget."""
@@ -83,8 +104,10 @@ class StudyRunner:
         if wanted <= 0:
             return 0
         pending = [handle.params for handle in self.running.values()]
+        started = time.perf_counter()
         optimizer.update(history, pending)
         configs = await asyncio.to_thread(optimizer.suggest, wanted)
+        SUGGESTION_SECONDS.labels(spec.optimizer.name).observe(time.perf_counter() - started)
         handles = await self.store.create_trials(self.study_id, configs, spec.budget.trials)
         for handle in handles:
             self._launch(trials, handle)

@@ -8,6 +8,7 @@ resumes from the checkpoint its earlier attempt left under the artifact director
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import statistics
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any, Protocol
 from foldwise.schemas import FoldStatus, TrialStatus
 from foldwise.spec import StudySpec
 from service.executor import FoldFailed
+from service.scheduler.lease import LeaseLost
 from service.scheduler.store import SchedulerStore, TrialHandle
 from trainers.checkpoint import fold_artifact_dir
 from trainers.job import FoldJob, trained_seconds
@@ -166,9 +168,10 @@ class TrialRunner:
             )
             raise TrialFailed(f"fold {fold}: {exc}") from exc
         except asyncio.CancelledError:
-            await asyncio.shield(
-                self.store.finish_fold_run(self.study_id, run_id, FoldStatus.CANCELLED)
-            )
+            with contextlib.suppress(LeaseLost):  # then the next scheduler reclaims the run
+                await asyncio.shield(
+                    self.store.finish_fold_run(self.study_id, run_id, FoldStatus.CANCELLED)
+                )
             raise
         await self.store.finish_fold_run(
             self.study_id,

@@ -14,25 +14,18 @@ from fastapi.testclient import TestClient
 
 from foldwise.schemas import FoldStatus, TrialStatus
 from foldwise.spec import StudySpec
-from service.app import create_app
-from service.config import Settings
 from service.db import fold_runs as fold_repo
 from service.db import trials as trial_repo
 from service.scheduler.store import TrialHandle
 from service.scheduler.trial_runner import fold_job
+from tests.service.conftest import signed_in_client
 from tests.service.study_specs import study_spec
 from trainers.checkpoint import MODEL_FILE, fold_artifact_dir
 
 
 @pytest.fixture
 def api(database_url: str, tmp_path: Path) -> Iterator[TestClient]:
-    settings = Settings(
-        database_url=database_url,
-        upgrade_db=True,
-        scheduler_enabled=False,
-        artifact_dir=tmp_path / "artifacts",
-    )
-    with TestClient(create_app(settings)) as client:
+    with signed_in_client(database_url, artifact_dir=tmp_path / "artifacts") as client:
         yield client
 
 

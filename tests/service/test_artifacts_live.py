@@ -10,7 +10,6 @@ import httpx
 import pytest
 import torch
 
-from foldwise import Client
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
 from tests.live_service import LiveService
 from tests.service.study_specs import study_spec
@@ -38,12 +37,15 @@ def test_a_retried_fold_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     )
     live.start()
     try:
-        with Client(live.url) as client:
+        with live.sdk() as client:
             study = client.create_study(spec).wait(timeout=600, poll=1)
             trial = study.trial(0)
         base = f"{live.url}/studies/{study.id}"
-        models = [httpx.get(f"{base}/best/folds/{k}/model", timeout=30) for k in (0, 1)]
-        timeline = httpx.get(f"{base}/trials/0/timeline", timeout=30)
+        models = [
+            httpx.get(f"{base}/best/folds/{k}/model", headers=live.headers, timeout=30)
+            for k in (0, 1)
+        ]
+        timeline = httpx.get(f"{base}/trials/0/timeline", headers=live.headers, timeout=30)
     finally:
         live.stop()
     assert study.status is StudyStatus.COMPLETED and trial.status is TrialStatus.COMPLETED

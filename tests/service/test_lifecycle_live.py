@@ -32,7 +32,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
 
 @pytest.fixture
 def api(live: LiveService) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=live.url, timeout=120) as client:
+    with live.http() as client:
         yield client
 
 
@@ -118,8 +118,9 @@ def test_stop_gives_back_every_ray_resource_and_the_next_study_runs(api: httpx.C
     greedy["trainer"]["epochs"] = 500
     first = api.post("/studies", json=greedy).json()
     _wait(api, first["id"], lambda s: s["progress"]["running"] > 0)
-    stopped = api.post(f"/studies/{first['id']}/stop").json()
-    assert stopped["status"] == "stopped"
+    asked = api.post(f"/studies/{first['id']}/stop")
+    assert asked.status_code == 202 and asked.json()["stop_requested"] is True, asked.text
+    assert _wait(api, first["id"], _finished)["status"] == "stopped"
     _nothing_running(api, first["id"])
     _ray_is_free(api)
     second = api.post("/studies", json=_tiny(["ok"])).json()
@@ -133,8 +134,8 @@ def test_delete_of_a_running_study_frees_ray_and_its_id_is_never_reused(
     spec["trainer"]["epochs"] = 500
     doomed = api.post("/studies", json=spec).json()
     _wait(api, doomed["id"], lambda s: s["progress"]["running"] > 0)
-    assert api.delete(f"/studies/{doomed['id']}").status_code == 204
-    assert api.get(f"/studies/{doomed['id']}").status_code == 404
+    assert api.delete(f"/studies/{doomed['id']}").status_code == 202
+    assert api.get(f"/studies/{doomed['id']}").status_code == 404  # at once, to every reader
     _ray_is_free(api)
     after = api.post("/studies", json=_tiny(["ok"])).json()
     assert after["id"] > doomed["id"]
@@ -151,9 +152,43 @@ def test_delete_removes_the_artifacts_and_model_routes_check_the_fold(
     beyond_k = api.get(f"/studies/{study['id']}/trials/0/folds/2/model")
     assert beyond_k.status_code == 404 and "has 2 folds" in beyond_k.json()["detail"]
     assert folder.is_dir()
-    assert api.delete(f"/studies/{study['id']}").status_code == 204
+    assert api.delete(f"/studies/{study['id']}").status_code == 202
+    deadline = time.monotonic() + 30  # the scheduler carries the deletion out within a poll
+    while folder.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert not folder.exists()
     newer = api.post("/studies", json=_tiny(["ok"])).json()
     assert newer["id"] > study["id"]
     assert api.get(f"/studies/{newer['id']}/trials/0/folds/0/model").status_code == 404
     api.post(f"/studies/{newer['id']}/stop")
+
+
+def test_workers_hold_no_service_settings_or_database_credentials(api: httpx.Client) -> None:
+    study = api.post("/studies", json=_tiny(["env"])).json()
+    study = _wait(api, study["id"], _finished)
+    trial = api.get(f"/studies/{study['id']}/trials/0").json()
+    assert "worker environment holds: []" in trial["error"], trial["error"]
+
+
+def test_a_study_whose_last_trials_fail_the_same_way_stops_as_failed(api: httpx.Client) -> None:
+    spec = _tiny(["raise"], budget={"trials": 20, "max_consecutive_failures": 3})
+    study = _wait(api, api.post("/studies", json=spec).json()["id"], _finished)
+    assert study["status"] == "failed", study
+    assert study["error"].startswith("the last 3 trials failed with the same error: ")
+    assert "tiny task refuses mode=raise" in study["error"]
+    trials = api.get(f"/studies/{study['id']}/trials", params={"limit": 100}).json()["data"]
+    assert 3 <= len(trials) < 20 and all(t["status"] == "failed" for t in trials)
+    _nothing_running(api, study["id"])
+
+
+def test_metrics_count_what_the_scheduler_did(api: httpx.Client) -> None:
+    study = api.post("/studies", json=_tiny(["ok"])).json()
+    assert _wait(api, study["id"], _finished)["status"] == "completed"
+    text = api.get("/metrics").text
+    lines = dict(line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))
+    assert float(lines['foldwise_trials_ended_total{status="completed"}']) >= 1
+    assert float(lines['foldwise_fold_runs_ended_total{status="completed"}']) >= 2
+    assert float(lines["foldwise_fold_queue_wait_seconds_count"]) >= 2
+    assert float(lines['foldwise_suggestion_seconds_count{optimizer="random"}']) >= 1
+    assert lines["foldwise_scheduler_leader"] == "1.0"
+    assert lines['foldwise_studies{status="completed"}'] != "0.0"

@@ -1,10 +1,12 @@
 """The OpenAPI document is true: `schemathesis run --checks all` against a live service.
 
 The service runs with its scheduler on, so studies that schemathesis creates from the documented
-example run while it fuzzes. Every check is on: no 5xx, every status code and response body as
-documented, schema-violating requests refused, schema-valid ones accepted (with the exceptions
-schemathesis.toml states and explains), resources gone after DELETE. The seed is fixed so CI
-sees the same cases each run; run `schemathesis` by hand without it to explore further.
+example run while it fuzzes; schemathesis sends an admin token (its `ignored_auth` check also
+sends none and a wrong one, and expects a 401). Every check is on: no 5xx, every status code and
+response body as documented, schema-violating requests refused, schema-valid ones accepted
+(with the exceptions schemathesis.toml states and explains), resources gone after DELETE. The
+seed is fixed so CI sees the same cases each run; run `schemathesis` by hand without it to
+explore further.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ def test_schemathesis_finds_no_failure(database_url: str, tmp_path: Path) -> Non
                 "60",
                 "--seed",
                 "20261123",
+                "--header",
+                f"Authorization: Bearer {service.token}",
                 "--no-color",
             ],
             capture_output=True,

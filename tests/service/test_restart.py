@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from foldwise import Client
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
 from service.db.engine import make_engine, make_session_factory
 from service.db.models import FoldRunRow, TrialRow
@@ -60,14 +59,14 @@ def test_sigkill_mid_study_then_restart_finishes_it(tmp_path: Path) -> None:
     )
     first = LiveService(url, tmp_path / "first.log").start()
     try:
-        with Client(first.url) as client:
+        with first.sdk() as client:
             study_id = client.create_study(spec).id
         before = _wait_for_mid_study(url)
     finally:
         first.kill()
     second = LiveService(url, tmp_path / "second.log").start()
     try:
-        with Client(second.url) as client:
+        with second.sdk() as client:
             study = client.get_study(study_id).wait(timeout=600, poll=1)
             trials = study.trials()
     finally:

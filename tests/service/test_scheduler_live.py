@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from foldwise import Client
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
 from tests.live_service import FOLDWISE_BIN, ROOT, LiveService
 from tests.service.study_specs import tiny_task_spec
@@ -26,7 +25,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
 
 
 def test_failing_trials_are_recorded_and_the_study_goes_on(service: LiveService) -> None:
-    client = Client(service.url)
+    client = service.sdk()
     study = client.create_study(tiny_task_spec(["ok", "raise", "nan"])).wait(timeout=600, poll=1)
     trials = study.trials()
     assert study.status is StudyStatus.COMPLETED, study.data.error
@@ -51,7 +50,7 @@ def test_failing_trials_are_recorded_and_the_study_goes_on(service: LiveService)
 def test_a_crashed_worker_is_retried_as_a_new_attempt(service: LiveService) -> None:
     spec = tiny_task_spec(["crash"], budget={"trials": 1})
     spec["trainer"]["retries"] = 1
-    with Client(service.url) as client:
+    with service.sdk() as client:
         study = client.create_study(spec).wait(timeout=600, poll=1)
         trial = study.trial(0)
     # "crash" kills rank 1 in every attempt: each fold is tried twice, then the trial fails.
@@ -67,7 +66,7 @@ def test_a_crashed_worker_is_retried_as_a_new_attempt(service: LiveService) -> N
 def test_stop_cancels_running_trials(service: LiveService) -> None:
     spec = tiny_task_spec(["ok"], budget={"trials": 50})
     spec["trainer"]["epochs"] = 200
-    with Client(service.url) as client:
+    with service.sdk() as client:
         study = client.create_study(spec)
         deadline = time.monotonic() + 120
         while study.refresh().data.progress.running == 0 and time.monotonic() < deadline:
@@ -78,6 +77,7 @@ def test_stop_cancels_running_trials(service: LiveService) -> None:
             text=True,
             timeout=120,
             cwd=ROOT,
+            env=service.cli_env,
         )
         assert stop.returncode == 0, stop.stderr
         study.refresh()
@@ -95,6 +95,7 @@ def test_cli_errors_are_one_line(service: LiveService, tmp_path: Path) -> None:
         text=True,
         timeout=60,
         cwd=ROOT,
+        env=service.cli_env,
     )
     assert missing.returncode == 1
     assert "not found" in missing.stderr and "Traceback" not in missing.stderr
@@ -109,6 +110,7 @@ def test_cli_errors_are_one_line(service: LiveService, tmp_path: Path) -> None:
         text=True,
         timeout=60,
         cwd=ROOT,
+        env=service.cli_env,
     )
     assert submitted.returncode == 1 and "space" in submitted.stderr
     assert "Traceback" not in submitted.stderr

@@ -95,13 +95,17 @@ def test_unknown_ids_are_404_with_a_detail(api: TestClient) -> None:
     assert api.delete("/studies/999").status_code == 404
 
 
-def test_stop_and_delete_a_study(api: TestClient) -> None:
+def test_stop_and_delete_are_requests_the_scheduler_carries_out(api: TestClient) -> None:
     study_id = api.post("/studies", json=study_spec()).json()["id"]
-    stopped = api.post(f"/studies/{study_id}/stop").json()
-    assert stopped["status"] == "stopped"
-    assert stopped["finished_at"] is not None
-    assert api.delete(f"/studies/{study_id}").status_code == 204
-    assert api.get(f"/studies/{study_id}").status_code == 404
+    stop = api.post(f"/studies/{study_id}/stop")
+    assert stop.status_code == 202  # recorded: the scheduler (off here) is the one writer
+    assert stop.json()["stop_requested"] and stop.json()["status"] == "queued"
+    assert api.get(f"/studies/{study_id}").json()["stop_requested"]
+    deleted = api.delete(f"/studies/{study_id}")
+    assert deleted.status_code == 202 and not deleted.content
+    assert api.get(f"/studies/{study_id}").status_code == 404  # gone to every reader at once
+    assert api.get("/studies").json()["count"] == 0
+    assert api.post(f"/studies/{study_id}/stop").status_code == 404
 
 
 def test_health_docs_and_root(api: TestClient) -> None:
@@ -115,7 +119,12 @@ def test_health_docs_and_root(api: TestClient) -> None:
 
 
 def test_dashboard_page_and_its_assets_are_served_locally(api: TestClient) -> None:
-    page = api.get("/dashboard")
+    signed_out = api.get("/dashboard", headers={"Authorization": ""}, follow_redirects=False)
+    assert signed_out.status_code == 303
+    assert signed_out.headers["location"] == "/dashboard/sign-in?next=/dashboard"
+    assert api.get("/dashboard/sign-in", headers={"Authorization": ""}).status_code == 200
+    api.cookies.set("foldwise_token", api.headers["Authorization"].removeprefix("Bearer "))
+    page = api.get("/dashboard", headers={"Authorization": ""})
     assert page.status_code == 200 and "<table" in page.text
     assert "http" not in page.text.split("<body>", 1)[1].replace("/docs", "")  # no CDN
     for asset in ("studies.js", "dashboard.css"):

@@ -20,10 +20,17 @@ async def health(request: Request, db: DbDep) -> dict[str, Any]:
     scheduler = request.app.state.scheduler
     if scheduler is None:
         ray: dict[str, Any] = {"ok": None, "detail": "off"}
+        lease: dict[str, Any] = {"leader": False, "detail": "off"}
     else:  # Ray's status calls block: keep them off the event loop
         ray = await anyio.to_thread.run_sync(scheduler.executor_health)
+        lease = await scheduler.lease_status()
     ok = database["ok"] and ray["ok"] is not False
-    return {"status": "ok" if ok else "degraded", "database": database, "ray": ray}
+    return {
+        "status": "ok" if ok else "degraded",
+        "database": database,
+        "ray": ray,
+        "scheduler": lease,
+    }
 
 
 async def _database_health(db: DbDep) -> dict[str, Any]:

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 import anyio
-from fastapi import APIRouter, Body, HTTPException, Query, Response, status
+from fastapi import APIRouter, Body, Query, Response, status
 from sqlalchemy.orm import Session
 
 from foldwise import schemas
 from foldwise.schemas import StudyStatus
 from foldwise.spec import EXAMPLE_SPEC, StudySpec
+from service.api.auth import MemberDep, forbid_unless_may_change
 from service.api.conditional import ReadsDep, conditional
 from service.api.convert import studies_out
 from service.api.deps import (
@@ -23,7 +24,6 @@ from service.api.deps import (
     study_or_404,
 )
 from service.api.errors import documented
-from service.artifact_store import delete_study_artifacts
 from service.db import studies as study_repo
 from service.spec_checks import check_runnable
 
@@ -42,18 +42,22 @@ SPEC_EXAMPLES = {
 )
 async def create_study(
     spec: Annotated[StudySpec, Body(openapi_examples=SPEC_EXAMPLES)],
+    principal: MemberDep,
     db: DbDep,
     scheduler: SchedulerDep,
     settings: SettingsDep,
 ) -> schemas.Study:
+    """Create a study owned by the token's name; its scheduler starts it within a poll."""
+
     def check() -> None:
         nodes = scheduler.cluster_nodes() if scheduler and settings.check_cluster_fit else []
-        check_runnable(spec, nodes)
+        describe = scheduler.describe_task if scheduler is not None else None
+        check_runnable(spec, task_modules=settings.task_modules, describe=describe, nodes=nodes)
 
     await anyio.to_thread.run_sync(check)
 
     def work(session: Session) -> schemas.Study:
-        study = study_repo.create_study(session, spec)
+        study = study_repo.create_study(session, spec, owner=principal.name)
         return studies_out(session, [study])[0]
 
     study = await db.write(work)
@@ -85,56 +89,63 @@ def _study_out(session: Session, study_id: int) -> schemas.Study:
     return studies_out(session, [study_or_404(session, study_id)])[0]
 
 
-@router.post("/{study_id}/stop", response_model=schemas.Study, responses=documented(404))
-async def stop_study(study_id: StudyId, db: DbDep, scheduler: SchedulerDep) -> schemas.Study:
-    """Stop launching trials and cancel the running ones; a finished study is left as it is."""
-    await _stop(study_id, db, scheduler)
-    return await db.read(lambda session: _study_out(session, study_id))
+@router.post(
+    "/{study_id}/stop",
+    response_model=schemas.Study,
+    status_code=status.HTTP_202_ACCEPTED,
+    responses={
+        status.HTTP_200_OK: {"model": schemas.Study, "description": "It had already ended"},
+        **documented(404),
+    },
+)
+async def stop_study(
+    study_id: StudyId,
+    principal: MemberDep,
+    db: DbDep,
+    scheduler: SchedulerDep,
+    response: Response,
+) -> schemas.Study:
+    """Ask the scheduler to stop the study: no new trials, the running ones cancelled. Answers at
+    once (202) with ``stop_requested``; a study that has already ended is left as it is (200).
+    Members may stop their own studies, admins any."""
+
+    def request_stop(session: Session) -> schemas.Study:
+        study = study_or_404(session, study_id)
+        forbid_unless_may_change(principal, study_id, study.owner)
+        if not study.status.finished and not study.stop_requested:
+            study.stop_requested = True
+            study_repo.touch_study(session, study_id)
+        return studies_out(session, [study])[0]
+
+    study = await db.write(request_stop)
+    if study.status.finished:
+        response.status_code = status.HTTP_200_OK
+    elif scheduler is not None:
+        scheduler.wake()
+    return study
 
 
 @router.delete(
-    "/{study_id}", status_code=status.HTTP_204_NO_CONTENT, responses=documented(404, 409)
+    "/{study_id}",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_class=Response,
+    responses=documented(404),
 )
 async def delete_study(
-    study_id: StudyId, db: DbDep, scheduler: SchedulerDep, settings: SettingsDep
+    study_id: StudyId, principal: MemberDep, db: DbDep, scheduler: SchedulerDep
 ) -> Response:
-    """Delete the study, its trials, fold runs, metrics and artifacts; a running one is stopped
-    first. Ids are never reused."""
-    await _stop(study_id, db, scheduler)
+    """Ask the scheduler to delete the study with its trials, folds, metrics and artifacts; a
+    running one is stopped first. The study is gone to every reader at once (202); ids are
+    never reused. Members may delete their own studies, admins any."""
 
-    def delete(session: Session) -> None:
+    def request_deletion(session: Session) -> None:
         study = study_or_404(session, study_id)
-        if study.status is StudyStatus.RUNNING:
-            raise HTTPException(status.HTTP_409_CONFLICT, f"study {study_id} is still running")
-        study_repo.delete_study(session, study)
-
-    await db.write(delete)
-    await delete_study_artifacts(settings.artifact_dir, study_id)
-    return Response(status_code=status.HTTP_204_NO_CONTENT)
-
-
-async def _stop(study_id: int, db: DbDep, scheduler: SchedulerDep) -> None:
-    """Record the stop request; wait for the scheduler's runner to act on it, or mark the
-    study stopped when no runner has it (queued, or the scheduler off)."""
-
-    def request_stop(session: Session) -> bool:
-        study = study_or_404(session, study_id)
-        if study.status.finished:
-            return False
+        forbid_unless_may_change(principal, study_id, study.owner)
+        study.delete_requested = True
         study.stop_requested = True
         study_repo.touch_study(session, study_id)
-        return True
 
-    if not await db.write(request_stop):
-        return
-    if scheduler is not None and scheduler.is_running(study_id):
-        await scheduler.stop_study(study_id)
-    else:
-        await db.write(lambda session: _mark_stopped(session, study_id))
-
-
-def _mark_stopped(session: Session, study_id: int) -> None:
-    study = study_or_404(session, study_id)
-    if not study.status.finished:
-        study_repo.mark_study(session, study, StudyStatus.STOPPED)
-        study_repo.touch_study(session, study_id)
+    await db.write(request_deletion)
+    if scheduler is not None:
+        scheduler.wake()
+    return Response(status_code=status.HTTP_202_ACCEPTED)
