@@ -125,7 +125,8 @@ def check_same_origin(request: Request) -> None:
     check_same_origin_only(request)
     sent = request.headers.get(CSRF_HEADER, "")
     kept = request.cookies.get(CSRF_COOKIE, "")
-    if not kept or not hmac.compare_digest(sent, kept):
+    # As bytes: compare_digest refuses str with non-ASCII characters, which headers may hold.
+    if not kept or not hmac.compare_digest(sent.encode(), kept.encode()):
         raise HTTPException(status.HTTP_403_FORBIDDEN, f"the {CSRF_HEADER} header is missing")
 
 

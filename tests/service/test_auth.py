@@ -123,6 +123,8 @@ def test_a_cookie_needs_the_csrf_token_and_the_services_origin_to_change_anythin
     assert no_csrf.status_code == 403 and "X-CSRF-Token" in no_csrf.json()["detail"]
     wrong = browser.post(stop, headers={"Origin": "http://127.0.0.1", "X-CSRF-Token": "guess"})
     assert wrong.status_code == 403
+    latin = {"Origin": "http://127.0.0.1", "X-CSRF-Token": "caf\u00e9".encode("latin-1")}
+    assert browser.post(stop, headers=latin).status_code == 403  # not a 500
     assert not clients["admin"].get(f"/studies/{study_id}").json()["stop_requested"]
     same = {"Origin": "http://127.0.0.1", "X-CSRF-Token": "csrf-secret"}
     assert browser.post(stop, headers=same).status_code == 202
