@@ -77,6 +77,8 @@ class SchedulerLease:
         still holds the lease (and then nobody takes it before the transaction ends)."""
         epoch = self.epoch
         if epoch is None or not lease_repo.fence(session, NAME, self.holder, epoch):
+            if self.epoch == epoch:  # known lost now: the loop stops scheduling at once
+                self.epoch = None
             raise LeaseLost(f"{self.holder} no longer holds the scheduler lease")
 
     async def release(self) -> None:

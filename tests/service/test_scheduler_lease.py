@@ -75,7 +75,8 @@ def test_an_instance_that_lost_the_lease_cannot_write(database_url: str) -> None
             assert await second.hold()
             with pytest.raises(LeaseLost):
                 first.db._write(first.fence)
-            assert not await first.hold()  # and it notices at its next renewal
+            assert first.epoch is None  # it knows, and stops scheduling at once
+            assert not await first.hold()  # the lease is second's: not taken back
             second.db._write(second.fence)  # the holder's writes go through
             await second.release()
             assert await first.hold()
