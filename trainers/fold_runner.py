@@ -9,7 +9,7 @@ first re-yields the checkpoint's epochs (marked `restored: 1`) and then continue
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +43,14 @@ def run_fold(
     device: str | torch.device | None = None,
     data: tuple[np.ndarray, np.ndarray] | None = None,
     num_threads: int | None = None,
+    stop_requested: Callable[[], bool] | None = None,
 ) -> Iterator[dict[str, float]]:
     """Train `job`'s fold as rank `rank` of `job.world_size`; yield per-epoch metrics.
 
     `data` skips `load_data()` (a warm worker passes its cached copy); `num_threads` sets torch's
-    intra-op threads to this worker's CPU share. The process group is always destroyed on exit.
+    intra-op threads to this worker's CPU share. `stop_requested` is asked at the end of each
+    epoch: once it says yes on any rank, every rank yields that epoch marked `stopped: 1` and
+    returns (no model is saved). The process group is always destroyed on exit.
     """
     if not 0 <= rank < job.world_size:
         raise ValueError(f"rank must be in [0, {job.world_size}), got {rank}")
@@ -68,7 +71,7 @@ def run_fold(
     ):
         training = FoldTraining(job, task, X, y, rank, dev)
         try:
-            yield from _FoldLoop(job, training, rank).epochs(monitor)
+            yield from _FoldLoop(job, training, rank).epochs(monitor, stop_requested)
         finally:
             training.release_ddp()  # before the process group goes: see release_ddp
 
@@ -89,11 +92,16 @@ class _FoldLoop:
         self.history: list[dict[str, float]] = []
         self.best: tuple[float, dict[str, float], dict[str, Any]] | None = None
 
-    def epochs(self, monitor: ResourceMonitor | None) -> Iterator[dict[str, float]]:
+    def epochs(
+        self, monitor: ResourceMonitor | None, stop_requested: Callable[[], bool] | None
+    ) -> Iterator[dict[str, float]]:
         for metrics in self._restore():
             yield {**metrics, "restored": 1.0}
         for epoch in range(len(self.history), self.job.epochs):
-            metrics = self.training.run_epoch(epoch, monitor)
+            metrics = self.training.run_epoch(epoch, monitor, stop_requested)
+            if metrics.get("stopped"):  # asked to stop: this epoch is the last, nothing saved
+                yield metrics
+                return
             stop = self._record(metrics)
             if self.directory is not None:
                 if stop or epoch + 1 == self.job.epochs:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -99,8 +100,17 @@ class FoldTraining:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
 
-    def run_epoch(self, epoch: int, monitor: ResourceMonitor | None = None) -> dict[str, float]:
-        """Train and validate once; all-reduced losses, metric, timings and resource use."""
+    def run_epoch(
+        self,
+        epoch: int,
+        monitor: ResourceMonitor | None = None,
+        stop_requested: Callable[[], bool] | None = None,
+    ) -> dict[str, float]:
+        """Train and validate once; all-reduced losses, metric, timings and resource use.
+
+        ``stop_requested`` is asked once the epoch is done; if it says yes on any rank, the
+        metrics of every rank carry ``stopped: 1`` (all ranks agree, so all stop together).
+        """
         wall_start = time.time()
         started = time.perf_counter()
         train_sum, train_n = self._train(epoch)
@@ -109,8 +119,9 @@ class FoldTraining:
         seconds = time.perf_counter() - started
         usage = _usage_counts(monitor.take() if monitor is not None else {})
         sums = all_reduce_sum([train_sum, train_n, *val, *usage], self.device)
-        times = [train_seconds, seconds - train_seconds, seconds, -wall_start]
-        train_seconds, val_seconds, seconds, neg_start = all_reduce_max(times, self.device)
+        stop = float(stop_requested is not None and stop_requested())
+        times = [train_seconds, seconds - train_seconds, seconds, -wall_start, stop]
+        train_seconds, val_seconds, seconds, neg_start, stop = all_reduce_max(times, self.device)
         metrics = {
             "epoch": float(epoch + 1),
             "train_loss": sums[0] / max(sums[1], 1.0),
@@ -123,6 +134,7 @@ class FoldTraining:
             "epoch_seconds": seconds,
             "samples_per_second": sums[1] / max(train_seconds, 1e-9),
             **_usage_means(sums[6:]),
+            **({"stopped": 1.0} if stop else {}),
         }
         _check_finite(metrics, epoch)
         return metrics

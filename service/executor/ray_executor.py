@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import logging
 import os
 import time
@@ -35,6 +36,8 @@ FINISH_GRACE_S = 60.0
 """After one rank finishes cleanly, how long the others may take to finish too: every rank
 trains the same epochs, so all that is left to them is leaving the process group."""
 CONNECT_TIMEOUT_S = 120.0
+_RUN_KEYS = itertools.count(1)
+"""Numbers that make each fold run's key unique, so a late stop never hits the next run."""
 
 
 @dataclasses.dataclass
@@ -106,12 +109,15 @@ class RayExecutor:
         gpus_per_worker: float,
         timeout: float | None = None,
         stats: FoldRunStats | None = None,
+        stop: asyncio.Event | None = None,
     ) -> AsyncIterator[dict[str, float]]:
         """Run `job` on `job.world_size` workers; yield rank 0's per-epoch metrics.
 
         Raises FoldFailed on failure, and when the run takes more than `timeout` seconds from
         the moment its workers are ready (time queued for resources does not count); on that,
         on cancellation, or when the caller stops iterating, the worker group is killed.
+        Setting `stop` ends the run cleanly instead: every rank finishes the epoch it is in
+        (marked `stopped: 1`) and the group goes back to the pool, warm.
         `stats`, if given, is filled in; `last_run_stats` always is.
         """
         started = time.perf_counter()
@@ -130,10 +136,13 @@ class RayExecutor:
         )
         stats.acquire_seconds = time.perf_counter() - started
         FOLD_QUEUE_WAIT.observe(stats.acquire_seconds)
+        if stop is not None and stop.is_set():  # stopped while it waited for its workers
+            self.pool.release(group)
+            return
         deadline = None if timeout is None else time.monotonic() + timeout
         reusable = False
         try:
-            async for metrics in self._stream(group, job, deadline, timeout):
+            async for metrics in self._stream(group, job, deadline, timeout, stop):
                 stats.epochs += 1
                 stats.train_seconds += trained_seconds([metrics])
                 stats.wall_seconds = time.perf_counter() - started
@@ -158,22 +167,34 @@ class RayExecutor:
                 self.pool.discard(group)
 
     async def _stream(
-        self, group: WorkerGroup, job: FoldJob, deadline: float | None, timeout: float | None
+        self,
+        group: WorkerGroup,
+        job: FoldJob,
+        deadline: float | None,
+        timeout: float | None,
+        stop: asyncio.Event | None,
     ) -> AsyncIterator[dict[str, float]]:
         """Launch every rank; pass rank 0's epochs on; turn the first failure into FoldFailed,
-        and `deadline` (monotonic) passing into a FoldFailed that names `timeout`."""
+        and `deadline` (monotonic) passing into a FoldFailed that names `timeout`; once `stop`
+        is set, ask every rank to end after its epoch."""
         queue: asyncio.Queue[tuple[str, int, Any]] = asyncio.Queue()
         addr, port = group.master
+        run_key = f"{job.describe()} #{next(_RUN_KEYS)}"
         tasks = [
             asyncio.create_task(
                 _consume(
                     rank,
-                    actor.run.options(num_returns="streaming").remote(job, rank, addr, port),
+                    actor.run.options(num_returns="streaming").remote(
+                        job, rank, addr, port, run_key
+                    ),
                     queue,
                 )
             )
             for rank, actor in enumerate(group.actors)
         ]
+        watcher = None
+        if stop is not None:
+            watcher = asyncio.create_task(_stop_when_set(stop, group, run_key))
         try:
             errors: dict[int, BaseException] = {}
             finished: set[int] = set()
@@ -192,8 +213,9 @@ class RayExecutor:
                 f"timed out: the fold run took longer than trainer.fold_timeout ({timeout:g} s)"
             ) from None
         finally:
-            for task in tasks:
-                task.cancel()
+            for task in [*tasks, watcher]:
+                if task is not None:
+                    task.cancel()
 
     def health(self) -> dict[str, Any]:
         """Whether Ray answers, with its alive nodes, resources and the pool's size."""
@@ -241,6 +263,13 @@ class RayExecutor:
             *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)),
         ]
         return os.pathsep.join(dict.fromkeys(paths))
+
+
+async def _stop_when_set(stop: asyncio.Event, group: WorkerGroup, run_key: str) -> None:
+    """Once `stop` is set, ask each rank of `group` to end the run `run_key` after its epoch."""
+    await stop.wait()
+    for actor in group.actors:
+        actor.stop.remote(run_key)
 
 
 async def _consume(rank: int, generator: Any, queue: asyncio.Queue) -> None:

@@ -21,15 +21,24 @@ DATA_CACHE_SIZE = 2
 """Data sets a warm worker keeps loaded (most recently used first to stay)."""
 
 
-@ray.remote(max_restarts=0)
+@ray.remote(max_restarts=0, max_concurrency=2)
 class DDPWorker:
-    """One rank; `run` is a streaming generator (call it with `num_returns="streaming"`)."""
+    """One rank; `run` is a streaming generator (call it with `num_returns="streaming"`).
+
+    Two threads: while `run` trains, `stop` can still be called to end the run after its current
+    epoch, with the process group left cleanly and the actor kept for the next fold run.
+    """
 
     def __init__(self) -> None:
         from trainers import fold_runner  # torch loads here, while the actor starts
 
         self._fold_runner = fold_runner
         self._data: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+        self._stops: set[str] = set()
+
+    def stop(self, run_key: str) -> None:
+        """Ask the run `run_key` (running, or about to start here) to end after its epoch."""
+        self._stops.add(run_key)
 
     def address(self) -> tuple[str, int]:
         """This node's IP and a currently free TCP port, for rank 0's rendezvous."""
@@ -48,18 +57,23 @@ class DDPWorker:
         }
 
     def run(
-        self, job: FoldJob, rank: int, master_addr: str, master_port: int
+        self, job: FoldJob, rank: int, master_addr: str, master_port: int, run_key: str = ""
     ) -> Iterator[dict[str, float]]:
-        """Train `job` as `rank`; yield rank-local copies of the all-reduced epoch metrics."""
-        yield from self._fold_runner.run_fold(
-            job,
-            rank=rank,
-            master_addr=master_addr,
-            master_port=master_port,
-            device=self._device(job),
-            data=self._load(job),
-            num_threads=self._threads(),
-        )
+        """Train `job` as `rank`; yield rank-local copies of the all-reduced epoch metrics.
+        `stop(run_key)` ends it after the epoch in progress."""
+        try:
+            yield from self._fold_runner.run_fold(
+                job,
+                rank=rank,
+                master_addr=master_addr,
+                master_port=master_port,
+                device=self._device(job),
+                data=self._load(job),
+                num_threads=self._threads(),
+                stop_requested=lambda: run_key in self._stops,
+            )
+        finally:
+            self._stops.discard(run_key)
 
     def _load(self, job: FoldJob) -> tuple[np.ndarray, np.ndarray]:
         """The task's data, cached per (task, options); only the latest few stay in memory."""

@@ -164,6 +164,43 @@ def test_a_warm_group_runs_fold_after_fold_without_hanging(runner, executor) -> 
     assert group in executor.pool.idle_groups and group.runs == runs + WARM_RUNS
 
 
+@pytest.mark.slow
+def test_a_stopped_fold_ends_after_its_epoch_on_every_rank_and_stays_warm(
+    runner, executor
+) -> None:
+    async def scenario() -> tuple[list[dict[str, float]], WorkerGroup, list[int], bool]:
+        await _collect(executor, _job(epochs=1))  # a warm group of this shape
+        (group,) = [g for g in executor.pool.idle_groups if g.shape == (2, CPUS, 0.0)]
+        pids = await _pids(group)
+        stop = asyncio.Event()
+        seen = []
+        stats = FoldRunStats(world_size=2)
+        async for metrics in executor.run_fold(
+            _job(epochs=200), cpus_per_worker=CPUS, gpus_per_worker=0, stop=stop, stats=stats
+        ):
+            seen.append(metrics)
+            stop.set()  # after the first epoch: the ranks stop together
+        return seen, group, pids, stats.cold
+
+    epochs, group, pids, cold = runner.run(asyncio.wait_for(scenario(), 120))
+    assert not cold and 2 <= len(epochs) <= 3  # the epoch being trained when told ends it
+    assert epochs[-1].get("stopped") == 1.0 and not any(e.get("stopped") for e in epochs[:-1])
+    assert group in executor.pool.idle_groups and runner.run(_pids(group)) == pids
+    assert len(runner.run(_collect(executor, _job(epochs=2)))) == 2  # its next run is whole
+
+
+@pytest.mark.slow
+def test_a_fold_stopped_before_its_workers_were_ready_never_starts(runner, executor) -> None:
+    async def scenario() -> list[dict[str, float]]:
+        stop = asyncio.Event()
+        stop.set()
+        run = executor.run_fold(_job(), cpus_per_worker=CPUS, gpus_per_worker=0, stop=stop)
+        return [m async for m in run]
+
+    assert runner.run(scenario()) == []
+    assert any(g.shape == (2, CPUS, 0.0) for g in executor.pool.idle_groups)
+
+
 def test_ranks_that_do_not_finish_after_the_others_are_reported_stuck(monkeypatch) -> None:
     monkeypatch.setattr(ray_executor, "FINISH_GRACE_S", 0.05)
 

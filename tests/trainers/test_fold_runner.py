@@ -131,3 +131,26 @@ def test_job_validation() -> None:
     with pytest.raises(ValueError, match="direction"):
         _job(direction="up")
     assert _job(world_size=2).per_rank_batch == 15
+
+
+def test_a_stop_request_ends_the_run_after_the_epoch_and_saves_no_model(tmp_path: Path) -> None:
+    asked: list[int] = []
+
+    def stop_after_two() -> bool:
+        asked.append(1)
+        return len(asked) >= 2
+
+    job = _job(epochs=6, checkpoint_dir=str(tmp_path), checkpoint_every=1)
+    epochs = list(
+        run_fold(
+            job,
+            rank=0,
+            master_addr="127.0.0.1",
+            master_port=free_port(),
+            num_threads=1,
+            stop_requested=stop_after_two,
+        )
+    )
+    assert [e["epoch"] for e in epochs] == [1.0, 2.0]
+    assert "stopped" not in epochs[0] and epochs[1]["stopped"] == 1.0
+    assert "model_saved" not in epochs[1] and not (tmp_path / "model.pt").exists()
