@@ -42,6 +42,9 @@ class FoldStatus(StrEnum):
     LOST = "lost"
     """The service stopped while this attempt ran; a later attempt re-runs the fold."""
     CANCELLED = "cancelled"
+    PRUNED = "pruned"
+    """Stopped by the pruning rule: its curve was clearly worse than other trials' runs of the
+    same fold; its value is the one it had reached."""
 
 
 class Role(StrEnum):
@@ -79,6 +82,10 @@ class TrialSummary(_Out):
     params: dict[str, Any]
     value: float | None = None
     std_error: float | None = None
+    value_folds: int | None = Field(
+        None, description="How many folds the value rests on: all of them unless pruned"
+    )
+    pruned_reason: str | None = Field(None, description="Why the trial was pruned")
     error: str | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None

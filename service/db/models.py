@@ -121,6 +121,9 @@ class TrialRow(Base):
     params: Mapped[dict[str, Any]]
     value: Mapped[float | None] = mapped_column(Float)
     std_error: Mapped[float | None] = mapped_column(Float)
+    value_folds: Mapped[int | None] = mapped_column(Integer)
+    """How many fold values ``value`` is the mean of: K when completed, fewer when pruned."""
+    pruned_reason: Mapped[str | None] = mapped_column(Text)
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None]

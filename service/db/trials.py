@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import extract, func, nulls_last, select
+from sqlalchemy import case, extract, func, nulls_last, select
 from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -72,9 +72,12 @@ def trial_order(
     session: Session, sort: TrialSort, *, maximize: bool, numeric: frozenset[str]
 ) -> tuple[Any, ...]:
     """ORDER BY clauses for `sort` (checked by the caller); ties and missing values go last,
-    then by number. A conditional parameter a trial does not use is a missing value."""
+    then by number. A conditional parameter a trial does not use is a missing value. `best`
+    puts completed trials first: a pruned trial's partial mean is not a full-CV value."""
     if sort == "best":
-        sort = "-value" if maximize else "value"
+        value = TrialRow.value.desc() if maximize else TrialRow.value.asc()
+        partial = case((TrialRow.status == TrialStatus.COMPLETED, 0), else_=1)
+        return (partial, nulls_last(value), TrialRow.number)
     descending = sort.startswith("-")
     key = sort.removeprefix("-")
     if key == "number":
@@ -109,7 +112,8 @@ def get_trial(
 
 
 def finished_trials(session: Session, study_id: int) -> Sequence[TrialRow]:
-    """Completed and failed trials in the order they finished: the optimizer's history."""
+    """Completed, pruned and failed trials in the order they finished: the optimizer's
+    history."""
     query = (
         select(TrialRow)
         .where(
@@ -168,10 +172,14 @@ def finish_trial(
     *,
     value: float | None = None,
     std_error: float | None = None,
+    value_folds: int | None = None,
+    pruned_reason: str | None = None,
     error: str | None = None,
 ) -> None:
     trial.status = status
     trial.value = value
     trial.std_error = std_error
+    trial.value_folds = value_folds
+    trial.pruned_reason = pruned_reason
     trial.error = error
     trial.finished_at = utcnow()

@@ -116,3 +116,31 @@ def test_trial_detail_has_folds_and_epochs(api: TestClient) -> None:
     assert fold["status"] == "failed" and fold["attempt"] == 0
     assert fold["error"] == "boom" and fold["traceback"] == "Traceback..."
     assert [e["metrics"]["val_loss"] for e in fold["epochs"]] == [1.0, 0.5]
+
+
+def test_a_pruned_trial_shows_its_reason_and_folds_and_ranks_after_completed_ones(
+    api: TestClient,
+) -> None:
+    study_id = _fill(api)
+    reason = "after 2 of 3 folds: 0.1 vs incumbent (trial 2) 0.05 on the same folds, ..."
+    with api.app.state.sessions.begin() as session:
+        trial = trial_repo.create_trial(session, study_id, {"lr": 0.02}, number=4)
+        trial_repo.finish_trial(
+            session,
+            trial,
+            TrialStatus.PRUNED,
+            value=0.1,  # a partial mean below every completed value
+            std_error=0.03,
+            value_folds=2,
+            pruned_reason=reason,
+        )
+    url = f"/studies/{study_id}/trials"
+    best = api.get(url, params={"sort": "best"}).json()["data"]
+    assert [t["number"] for t in best] == [2, 0, 3, 4, 1]
+    assert api.get(f"/studies/{study_id}").json()["best_trial"]["number"] == 2
+    [pruned] = api.get(url, params={"status": "pruned"}).json()["data"]
+    assert (pruned["value_folds"], pruned["pruned_reason"], pruned["error"]) == (2, reason, None)
+    detail = api.get(f"{url}/4").json()
+    assert detail["status"] == "pruned" and detail["value"] == 0.1
+    progress = api.get(f"/studies/{study_id}").json()["progress"]
+    assert (progress["pruned"], progress["finished"]) == (1, 5)
