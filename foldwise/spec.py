@@ -185,6 +185,51 @@ class EarlyStopping(_Strict):
     )
 
 
+class Racing(_Strict):
+    """Racing across folds: a trial's folds run in waves, and once it is clearly worse than the
+    incumbent on the same folds its remaining folds are cancelled (the trial is ``pruned``)."""
+
+    rule: Literal["off", "forgiving", "ttest"] = Field(
+        "forgiving",
+        description="forgiving (the default): prune when the trial is worse than the incumbent "
+        "on the same folds by more than the incumbent's worst fold lies from its mean; "
+        "ttest: prune when a one-sided paired t-test on those folds says it is worse at "
+        "level `alpha`; off: every fold runs",
+    )
+    min_folds: int | None = Field(
+        None,
+        ge=1,
+        le=99,
+        description="Folds every trial finishes before it can be pruned, below parallel.folds: "
+        "by default 1 (forgiving) or 2 (ttest)",
+    )
+    alpha: float = Field(
+        0.1, gt=0, lt=1, description="ttest: the p-value below which a trial is pruned"
+    )
+
+
+class Pruning(_Strict):
+    """Pruning inside a fold: stop a fold run whose learning curve is clearly worse than other
+    trials' runs of the same fold at the same epoch; its trial is then ``pruned``."""
+
+    rule: Literal["off", "median", "asha"] = Field(
+        "off",
+        description="median: prune when the run's best value so far is worse than the median "
+        "of the other runs at that epoch; asha: at rungs warmup_epochs x eta^k, only the top "
+        "1/eta of the runs that reached the rung go on",
+    )
+    warmup_epochs: int = Field(
+        2, ge=1, le=100_000, description="Epochs a fold run always trains before a decision"
+    )
+    min_runs: int = Field(
+        4,
+        ge=1,
+        le=100_000,
+        description="Other trials' runs of the same fold needed before any run is pruned",
+    )
+    eta: int = Field(3, ge=2, le=100, description="asha: the reduction factor between rungs")
+
+
 EXAMPLE_SPEC: dict[str, Any] = {
     "name": "digits-mlp-quick",
     "objective": {"metric": "val_loss", "direction": "minimize"},
@@ -225,6 +270,8 @@ class StudySpec(_Strict):
     resources: Resources = Field(default_factory=Resources)
     trainer: TrainerSpec
     early_stopping: EarlyStopping | None = None
+    racing: Racing = Field(default_factory=Racing)
+    pruning: Pruning = Field(default_factory=Pruning)
 
     @model_validator(mode="before")
     @classmethod
@@ -270,20 +317,32 @@ class StudySpec(_Strict):
     def _whole_gpus_for_ddp(self) -> StudySpec:
         gpus = self.resources.gpus_per_worker
         if 0 < gpus < 1 and self.parallel.workers_per_fold > 1:
-            raise ValidationError.from_exception_data(
-                "StudySpec",
-                [
-                    {
-                        "type": PydanticCustomError(
-                            "value_error",
-                            "NCCL needs a whole GPU per rank: use a whole number of GPUs with "
-                            "more than one worker per fold",
-                        ),
-                        "loc": ("resources", "gpus_per_worker"),
-                        "input": gpus,
-                    }
-                ],
+            message = (
+                "NCCL needs a whole GPU per rank: use a whole number of GPUs with more than one "
+                "worker per fold"
             )
+            raise _spec_error(("resources", "gpus_per_worker"), message, gpus)
+        return self
+
+    @model_validator(mode="after")
+    def _racing_fits_the_folds(self) -> StudySpec:
+        racing, folds = self.racing, self.parallel.folds
+        if racing.min_folds is None:
+            racing.min_folds = 2 if racing.rule == "ttest" else 1
+        if racing.rule == "off":
+            return self
+        if racing.min_folds >= folds:
+            message = (
+                f"racing needs min_folds below parallel.folds ({folds}): with "
+                f"{racing.min_folds} every fold runs before a trial could be pruned"
+            )
+            raise _spec_error(("racing", "min_folds"), message, racing.min_folds)
+        if racing.rule == "ttest" and racing.min_folds < 2:
+            message = (
+                "the paired t-test needs min_folds >= 2 (and so parallel.folds >= 3); "
+                "use the forgiving rule with fewer folds"
+            )
+            raise _spec_error(("racing", "min_folds"), message, racing.min_folds)
         return self
 
     def resolved(self) -> dict[str, Any]:
@@ -291,10 +350,16 @@ class StudySpec(_Strict):
         return self.model_dump(mode="json", by_alias=True, exclude_none=False)
 
 
+def _spec_error(loc: tuple[str, ...], message: str, value: Any = None) -> ValidationError:
+    """A validation error at ``loc`` (inside the field being validated, if any) saying
+    ``message``, so the API names the offending field."""
+    error = PydanticCustomError("value_error", "{reason}", {"reason": message})
+    return ValidationError.from_exception_data(
+        "StudySpec", [{"type": error, "loc": loc, "input": value}]
+    )
+
+
 def _space_error(loc: tuple[str, ...], message: str) -> ValidationError:
     """An error located inside ``space`` (pydantic prefixes ``space``), so the API names the
     offending parameter, e.g. ``space.width_2.when.depth``, instead of the whole space."""
-    error = PydanticCustomError("value_error", "{reason}", {"reason": message})
-    return ValidationError.from_exception_data(
-        "StudySpec", [{"type": error, "loc": loc, "input": None}]
-    )
+    return _spec_error(loc, message)

@@ -22,13 +22,19 @@ class Observation:
     """A finished trial as the optimizer sees it.
 
     ``value`` is the mean over folds in the study's own direction (not negated); it is ``None``
-    when the trial failed. ``std_error`` is the standard error of the fold values.
+    when the trial failed. ``std_error`` is the standard error of the fold values. ``folds`` is
+    how many fold values the mean rests on (None: not known, take it as all of them); a
+    ``pruned`` trial's value rests on fewer folds than the study's K, or on a fold stopped
+    early, so it is a noisier observation (its larger ``std_error`` says how much), not a
+    failure.
     """
 
     params: dict[str, Any]
     value: float | None
     std_error: float | None = None
     failed: bool = False
+    folds: int | None = None
+    pruned: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -102,7 +108,12 @@ def _history_digest(seed: int, completed: Sequence[Observation], pending: Sequen
     record = [
         seed,
         [
-            [o.params, _float_or_none(o.value if o.ok else None), _float_or_none(o.std_error)]
+            [
+                o.params,
+                _float_or_none(o.value if o.ok else None),
+                _float_or_none(o.std_error),
+                *([o.folds] if o.pruned else []),  # unchanged for studies that never prune
+            ]
             for o in completed
         ],
         pending,

@@ -63,3 +63,21 @@ def fold_fit_problem(
             f"has {total:g} and can place {slots} such workers",
         )
     return None
+
+
+def fold_capacity(
+    nodes: Sequence[NodeCapacity], *, workers: int, cpus: float, gpus: float
+) -> int | None:
+    """How many fold runs of this shape the cluster holds at once; None when nothing is known
+    about it. GPU folds pack onto one node each; CPU folds may spread over nodes."""
+    if not nodes:
+        return None
+    if gpus > 0:
+        return sum(
+            min(
+                math.floor(n.cpus / (workers * cpus) + 1e-9),
+                math.floor(n.gpus / (workers * gpus) + 1e-9),
+            )
+            for n in nodes
+        )
+    return sum(math.floor(n.cpus / cpus + 1e-9) for n in nodes) // workers

@@ -55,6 +55,13 @@ SUGGESTION_SECONDS = Histogram(
     buckets=_SUGGEST_BUCKETS,
 )
 
+FOLD_SLOT_SECONDS = Counter(
+    "foldwise_fold_slot_seconds",
+    "Slot-seconds of the running studies' fold slots, busy (a fold run in it) or idle; "
+    "busy / (busy + idle) is the slot utilisation",
+    ["state"],
+)
+
 
 @dataclass(frozen=True)
 class DatabaseState:

@@ -99,3 +99,26 @@ def close_open_fold_runs(session: Session, trial_ids: Sequence[int]) -> int:
 def fold_runs_of(session: Session, trial_id: int) -> Sequence[FoldRunRow]:
     query = select(FoldRunRow).where(FoldRunRow.trial_id == trial_id)
     return session.scalars(query.order_by(FoldRunRow.fold, FoldRunRow.attempt)).all()
+
+
+ENDED_CURVES = (FoldStatus.COMPLETED, FoldStatus.PRUNED, FoldStatus.CANCELLED)
+"""Fold runs whose learning curves are references for pruning: they ended and will not change."""
+
+
+def ended_fold_curves(
+    session: Session, study_id: int, metric: str
+) -> list[tuple[int, FoldStatus, list[float]]]:
+    """(fold, status, ``metric`` after each epoch) of every ended fold run of the study."""
+    value = EpochMetricRow.metrics[metric].as_float()
+    query = (
+        select(FoldRunRow.id, FoldRunRow.fold, FoldRunRow.status, value)
+        .join(TrialRow, TrialRow.id == FoldRunRow.trial_id)
+        .join(EpochMetricRow, EpochMetricRow.fold_run_id == FoldRunRow.id)
+        .where(TrialRow.study_id == study_id, FoldRunRow.status.in_(ENDED_CURVES))
+        .order_by(FoldRunRow.id, EpochMetricRow.epoch)
+    )
+    curves: dict[int, tuple[int, FoldStatus, list[float]]] = {}
+    for run_id, fold, status, metric_value in session.execute(query):
+        if metric_value is not None:
+            curves.setdefault(run_id, (fold, status, []))[2].append(metric_value)
+    return list(curves.values())

@@ -15,10 +15,10 @@ from typing import Any
 
 from service.artifact_store import delete_study_artifacts
 from service.cluster_fit import NodeCapacity
+from service.scheduler.fold_task import FoldExecutor
 from service.scheduler.lease import LeaseLost, SchedulerLease
 from service.scheduler.store import SchedulerStore
 from service.scheduler.study_runner import StudyRunner
-from service.scheduler.trial_runner import FoldExecutor
 
 log = logging.getLogger(__name__)
 

@@ -25,6 +25,7 @@ from service.db import trials as trial_repo
 from service.db.engine import SessionRunner
 from service.db.models import StudyRow, TrialRow, utcnow
 from service.metrics import FOLDS_ENDED, TRIALS_ENDED
+from service.scheduler.racing import Incumbent
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -115,7 +116,9 @@ class SchedulerStore:
                     params=row.params,
                     value=row.value,
                     std_error=row.std_error,
-                    failed=row.status is not TrialStatus.COMPLETED,
+                    failed=row.status is TrialStatus.FAILED,
+                    folds=row.value_folds,
+                    pruned=row.status is TrialStatus.PRUNED,
                 )
                 for row in rows
             ]
@@ -210,6 +213,30 @@ class SchedulerStore:
                 return None
             errors = {_without_fold(t.error or "") for t in last}
             return errors.pop() if len(errors) == 1 else None
+
+        return await self._db.read(work)
+
+    async def incumbent(self, study_id: int) -> Incumbent | None:
+        """The study's best completed trial with its fold values (racing's reference)."""
+
+        def work(session: Session) -> Incumbent | None:
+            study = session.get(StudyRow, study_id)
+            best = None if study is None else study_repo.best_trials(session, [study])
+            if not best:
+                return None
+            trial = best[study_id]
+            values = fold_repo.completed_fold_values(session, trial.id)
+            return Incumbent(trial.number, values)
+
+        return await self._db.read(work)
+
+    async def fold_curves(self, study_id: int, metric: str) -> list[tuple[int, bool, list]]:
+        """(fold, finished, ``metric`` per epoch) of the study's ended fold runs (pruning's
+        references); ``finished``: it trained to its end rather than being stopped."""
+
+        def work(session: Session) -> list[tuple[int, bool, list]]:
+            curves = fold_repo.ended_fold_curves(session, study_id, metric)
+            return [(f, s is FoldStatus.COMPLETED, v) for f, s, v in curves]
 
         return await self._db.read(work)
 

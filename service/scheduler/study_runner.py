@@ -1,26 +1,52 @@
-"""One study's loop: keep N_G trials in flight, ask the optimizer for more, stop on budget.
+"""One study's loop: N_G trials in flight, their folds in the study's fold slots, racing.
+
+The unit of work is the fold run. The study has ``slots`` fold slots (``trial_groups x folds``,
+at most what the cluster holds at once); a free slot goes to the next fold of a trial in flight
+that may start (with racing, folds run in waves: ``trial_progress.folds_to_start``), and new
+trials are created whenever fewer than ``trial_groups`` are in flight. After each finished fold
+the racing rule compares the trial with the incumbent on the same folds; a trial found clearly
+worse is stored as ``pruned`` and its other folds are stopped, which frees their slots for
+other trials.
 
 Everything it knows comes from the database when it starts, so a restarted service resumes a
-study where the old one left it: unfinished trials re-run their missing folds, the optimizer is
-rebuilt from the finished trials, and the budget counts every trial ever created.
+study where the old one left it: unfinished trials re-run their missing folds (and are judged
+again by the racing rule on the folds they finished), the optimizer is rebuilt from the
+finished trials, and the budget counts every trial ever created.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import statistics
 import time
 import traceback
 from datetime import UTC, datetime, timedelta
 
-from foldwise.schemas import StudyStatus, TrialStatus
+from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
 from foldwise.spec import StudySpec
 from optimizers import BaseOptimizer
+from service.cluster_fit import fold_capacity
 from service.db.models import utcnow
-from service.metrics import SUGGESTION_SECONDS
+from service.metrics import FOLD_SLOT_SECONDS, SUGGESTION_SECONDS
+from service.scheduler.fold_task import (
+    FoldExecutor,
+    FoldOutcome,
+    FoldTask,
+    StudyContext,
+    TrialFailed,
+)
 from service.scheduler.lease import LeaseLost
+from service.scheduler.pruning import FoldCurves
+from service.scheduler.racing import Incumbent, race_verdict
+from service.scheduler.slot_meter import SlotMeter
 from service.scheduler.store import SchedulerStore, TrialHandle
-from service.scheduler.trial_runner import FoldExecutor, TrialRunner
+from service.scheduler.trial_progress import (
+    TrialProgress,
+    aggregate,
+    folds_to_start,
+    partial_std_error,
+)
 from service.study_optimizer import build_optimizer
 
 log = logging.getLogger(__name__)
@@ -36,7 +62,14 @@ class StudyRunner:
         self.store = store
         self.executor = executor
         self.poll_seconds = poll_seconds
-        self.running: dict[asyncio.Task[None], TrialHandle] = {}
+        self.trials: dict[int, TrialProgress] = {}
+        """Trials in flight (not yet ended), by id."""
+        self.folds: dict[asyncio.Task[FoldOutcome], tuple[TrialProgress, FoldTask]] = {}
+        """Running fold tasks, those of trials that already ended (winding down) included."""
+        self.slots = 1
+        self.meter = SlotMeter()
+        self.incumbent: Incumbent | None = None
+        self.context: StudyContext | None = None
         self._wake = asyncio.Event()
 
     def wake(self) -> None:
@@ -64,24 +97,67 @@ class StudyRunner:
             return
         spec = StudySpec.model_validate(start.spec)
         optimizer = build_optimizer(spec)
-        trials = TrialRunner(spec, self.study_id, self.store, self.executor)
+        self.context = StudyContext(
+            spec, self.study_id, self.store, self.executor, await self._pruning_curves(spec)
+        )
+        self.slots = await self._fold_slots(spec)
+        self.meter = SlotMeter(self.slots)
+        if spec.racing.rule != "off":
+            self.incumbent = await self.store.incumbent(self.study_id)
         for handle in start.unfinished:
-            self._launch(trials, handle)
+            await self._resume(handle)
         deadline = _deadline(spec, start.started_at)
         while True:
-            self._reap()
+            await self._reap()
             if await self.store.stop_requested(self.study_id):
                 await self._stop()
                 return
             if await self._hopeless(spec):
                 return
             out_of_time = deadline is not None and utcnow() >= deadline
-            created = 0 if out_of_time else await self._fill(spec, optimizer, trials)
-            if not self.running and created == 0:
-                status, error = await self.store.outcome(self.study_id)
-                await self.store.finish_study(self.study_id, status, error=error)
+            created = 0 if out_of_time else await self._fill(spec, optimizer)
+            self._start_folds()
+            if not self.trials and not self.folds and created == 0:
+                await self._finish()
                 return
             await self._wait()
+
+    async def _pruning_curves(self, spec: StudySpec) -> FoldCurves | None:
+        """The learning curves pruning compares with, read from the study's ended fold runs."""
+        if spec.pruning.rule == "off":
+            return None
+        curves = FoldCurves(maximize=spec.objective.direction.value == "maximize")
+        for fold, finished, values in await self.store.fold_curves(
+            self.study_id, spec.objective.metric
+        ):
+            curves.add(fold, values, finished=finished)
+        return curves
+
+    async def _fold_slots(self, spec: StudySpec) -> int:
+        """Fold runs the study keeps going at once: trial_groups x folds, or fewer when the
+        cluster holds fewer (so the order of ``folds_to_start`` decides what runs first)."""
+        slots = spec.parallel.trial_groups * spec.parallel.folds
+        capacities = getattr(self.executor, "node_capacities", None)
+        if capacities is None:
+            return slots
+        try:
+            nodes = await asyncio.to_thread(capacities)
+        except Exception as exc:  # Ray slow to answer: run as if it held everything
+            log.warning("study %s: could not read the cluster's nodes: %s", self.study_id, exc)
+            return slots
+        fits = fold_capacity(
+            nodes,
+            workers=spec.parallel.workers_per_fold,
+            cpus=spec.resources.cpus_per_worker,
+            gpus=spec.resources.gpus_per_worker,
+        )
+        return slots if fits is None else max(1, min(slots, fits))
+
+    async def _resume(self, handle: TrialHandle) -> None:
+        """Take up a trial a previous run of the study left unfinished."""
+        trial = TrialProgress(handle, await self.store.completed_fold_values(handle.id))
+        self.trials[handle.id] = trial
+        await self._judge(trial)
 
     async def _hopeless(self, spec: StudySpec) -> bool:
         """End the study as failed when its last trials all failed with the same error: the
@@ -96,58 +172,178 @@ class StudyRunner:
         await self.store.finish_study(self.study_id, StudyStatus.FAILED, error=message)
         return True
 
-    async def _fill(self, spec: StudySpec, optimizer: BaseOptimizer, trials: TrialRunner) -> int:
-        """Create and launch trials up to N_G in flight and within the budget."""
+    async def _fill(self, spec: StudySpec, optimizer: BaseOptimizer) -> int:
+        """Create trials up to N_G in flight and within the budget."""
+        if len(self.trials) >= spec.parallel.trial_groups:
+            return 0
         history, total = await self.store.history(self.study_id)
-        free = spec.parallel.trial_groups - len(self.running)
-        wanted = min(free, spec.budget.trials - total)
+        wanted = min(spec.parallel.trial_groups - len(self.trials), spec.budget.trials - total)
         if wanted <= 0:
             return 0
-        pending = [handle.params for handle in self.running.values()]
+        pending = [trial.handle.params for trial in self.trials.values()]
         started = time.perf_counter()
         optimizer.update(history, pending)
         configs = await asyncio.to_thread(optimizer.suggest, wanted)
         SUGGESTION_SECONDS.labels(spec.optimizer.name).observe(time.perf_counter() - started)
         handles = await self.store.create_trials(self.study_id, configs, spec.budget.trials)
         for handle in handles:
-            self._launch(trials, handle)
+            self.trials[handle.id] = TrialProgress(handle)
         return len(handles)
 
-    def _launch(self, trials: TrialRunner, handle: TrialHandle) -> None:
-        task = asyncio.create_task(trials.run(handle), name=f"trial-{handle.number}")
-        task.add_done_callback(lambda _t: self._wake.set())
-        self.running[task] = handle
+    def _start_folds(self) -> None:
+        """Give free slots to the folds that may start, oldest trial first."""
+        context = self.context
+        assert context is not None, "the study has not started"
+        spec = context.spec
+        racing = spec.racing.min_folds if spec.racing.rule != "off" else None
+        free = self.slots - len(self.folds)
+        for trial, fold in folds_to_start(
+            self.trials.values(), folds=spec.parallel.folds, min_folds=racing, free=free
+        ):
+            fold_task = FoldTask(context, trial.handle, fold)
+            task = asyncio.create_task(fold_task.run(), name=f"fold-{fold}")
+            task.add_done_callback(lambda _t: self._wake.set())
+            trial.running[fold] = fold_task
+            self.folds[task] = (trial, fold_task)
+        self._meter()
 
-    def _reap(self) -> None:
-        """Forget finished trial tasks; an error escaping a trial task is a bug: re-raise it."""
-        for task in [t for t in self.running if t.done()]:
-            del self.running[task]
-            if not task.cancelled() and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
+    async def _reap(self) -> None:
+        """Take in the folds that ended: record finished trials, race the others. An error
+        escaping a fold task is a bug: re-raise it."""
+        for task in [t for t in self.folds if t.done()]:
+            trial, fold_task = self.folds.pop(task)
+            trial.running.pop(fold_task.fold, None)
+            if task.cancelled():
+                continue
+            error = task.exception()
+            if isinstance(error, TrialFailed):
+                await self._end_trial(trial, TrialStatus.FAILED, error=str(error))
+            elif error is not None:
+                raise error
+            else:
+                await self._take(trial, task.result())
+        self._meter()
+
+    async def _take(self, trial: TrialProgress, outcome: FoldOutcome) -> None:
+        """A fold of ``trial`` ended: store what that means for the trial."""
+        if trial.handle.id not in self.trials:  # the trial ended while this fold wound down
+            return
+        if outcome.status is FoldStatus.COMPLETED and outcome.value is not None:
+            trial.values[outcome.fold] = outcome.value
+            await self._judge(trial)
+        elif outcome.status is FoldStatus.PRUNED and outcome.value is not None:
+            values = [*trial.values.values(), outcome.value]
+            await self._prune(trial, values, outcome.reason or "pruned")
+        else:  # only a trial that ended stops its folds: never run this one again
+            error = f"fold {outcome.fold} ended {outcome.status} while its trial still ran"
+            log.error("study %s trial %s: %s", self.study_id, trial.handle.number, error)
+            await self._end_trial(trial, TrialStatus.FAILED, error=error)
+
+    async def _judge(self, trial: TrialProgress) -> None:
+        """Complete a trial whose every fold finished; prune one the racing rule finds clearly
+        worse than the incumbent on the same folds."""
+        assert self.context is not None, "the study has not started"
+        spec = self.context.spec
+        folds = spec.parallel.folds
+        if len(trial.values) >= folds:
+            mean, std_error = aggregate([trial.values[k] for k in sorted(trial.values)])
+            await self._end_trial(
+                trial,
+                TrialStatus.COMPLETED,
+                value=mean,
+                std_error=std_error,
+                value_folds=len(trial.values),
+            )
+            if spec.racing.rule != "off":
+                await self._new_incumbent()
+            return
+        reason = race_verdict(
+            spec.racing,
+            trial.values,
+            self.incumbent,
+            folds=folds,
+            maximize=spec.objective.direction.value == "maximize",
+        )
+        if reason is not None:
+            await self._prune(trial, [trial.values[k] for k in sorted(trial.values)], reason)
+
+    async def _new_incumbent(self) -> None:
+        """Read the incumbent again after a trial completed; trials in flight that are now
+        clearly worse than a new incumbent are pruned at once."""
+        incumbent = await self.store.incumbent(self.study_id)
+        if incumbent == self.incumbent:
+            return
+        self.incumbent = incumbent
+        for trial in list(self.trials.values()):
+            await self._judge(trial)
+
+    async def _prune(self, trial: TrialProgress, values: list[float], reason: str) -> None:
+        """Store ``trial`` as pruned with the mean of ``values``, the folds it ran."""
+        spread = None
+        if self.incumbent is not None and len(self.incumbent.values) >= 2:
+            spread = statistics.stdev(self.incumbent.values.values())
+        await self._end_trial(
+            trial,
+            TrialStatus.PRUNED,
+            value=statistics.fmean(values),
+            std_error=partial_std_error(values, spread),
+            value_folds=len(values),
+            pruned_reason=reason,
+        )
+
+    async def _end_trial(self, trial: TrialProgress, status: TrialStatus, **fields) -> None:
+        """Record how ``trial`` ended and stop its folds still running (their slots free up
+        after the epoch they are in)."""
+        if self.trials.pop(trial.handle.id, None) is None:
+            return
+        await self.store.finish_trial(self.study_id, trial.handle.id, status, **fields)
+        why = fields.get("pruned_reason") or fields.get("error") or f"the trial {status}"
+        for fold_task in trial.running.values():
+            fold_task.stop(f"trial {trial.handle.number} ended first ({status}): {why}")
+
+    def _meter(self) -> None:
+        busy, idle = self.meter.update(len(self.folds))
+        FOLD_SLOT_SECONDS.labels("busy").inc(busy)
+        FOLD_SLOT_SECONDS.labels("idle").inc(idle)
 
     async def _wait(self) -> None:
         self._wake.clear()
+        if any(task.done() for task in self.folds):
+            return
         try:
             await asyncio.wait_for(self._wake.wait(), timeout=self.poll_seconds)
         except TimeoutError:
             pass
+
+    async def _finish(self) -> None:
+        status, error = await self.store.outcome(self.study_id)
+        await self.store.finish_study(self.study_id, status, error=error)
+        log.info(
+            "study %s: %d fold slots, %.0f%% busy while it ran",
+            self.study_id,
+            self.slots,
+            100 * self.meter.utilisation(),
+        )
 
     async def _stop(self) -> None:
         await self._cancel_trials(error=STOPPED_ERROR)
         await self.store.finish_study(self.study_id, StudyStatus.STOPPED)
 
     async def _cancel_trials(self, error: str | None = None) -> None:
-        """Cancel running trials; with ``error`` they are recorded as failed, else left to
-        resume when the service starts again."""
-        handles = list(self.running.items())
-        for task, _handle in handles:
-            task.cancel()
-        await asyncio.gather(*(t for t, _ in handles), return_exceptions=True)
-        self.running.clear()
+        """Cancel every running fold; with ``error`` the trials in flight are recorded as
+        failed, else left to resume when the service starts again."""
+        tasks = list(self.folds)
+        for task in tasks:
+            if not task.cancelling():
+                task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self.folds.clear()
+        trials = list(self.trials.values())
+        self.trials.clear()
         if error is not None:
-            for _task, handle in handles:
+            for trial in trials:
                 await self.store.finish_trial(
-                    self.study_id, handle.id, TrialStatus.FAILED, error=error
+                    self.study_id, trial.handle.id, TrialStatus.FAILED, error=error
                 )
 
 

@@ -328,6 +328,8 @@ def test_minimal_spec_resolves_every_default():
         "log": False,
     }
     assert resolved["early_stopping"] is None and resolved["description"] is None
+    assert resolved["racing"] == {"rule": "forgiving", "min_folds": 1, "alpha": 0.1}
+    assert resolved["pruning"] == {"rule": "off", "warmup_epochs": 2, "min_runs": 4, "eta": 3}
 
 
 def test_optimizer_seed_defaults_to_the_study_seed_unless_given(doc):
@@ -356,3 +358,48 @@ def test_the_documented_example_is_a_valid_spec() -> None:
 def test_a_sliver_of_a_gpu_is_refused_not_rounded_away(doc):
     doc["resources"] = {"cpus_per_worker": 1, "gpus_per_worker": 0.00001}
     assert_rejected(doc, ("resources", "gpus_per_worker"), "at least 0.01")
+
+
+# --- racing and pruning -------------------------------------------------------------------
+
+
+def test_racing_decides_after_one_fold_or_two_for_the_t_test(doc):
+    doc["racing"] = {"rule": "forgiving"}
+    spec = StudySpec.model_validate(doc)
+    assert spec.racing.min_folds == 1
+    assert StudySpec.model_validate(spec.resolved()) == spec
+    doc["racing"] = {"rule": "ttest"}
+    assert StudySpec.model_validate(doc).racing.min_folds == 2
+
+
+@pytest.mark.parametrize(
+    ("racing", "folds", "fragment"),
+    [
+        ({"rule": "forgiving", "min_folds": 5}, 5, "below parallel.folds (5)"),
+        ({"rule": "ttest", "min_folds": 1}, 5, "t-test needs min_folds >= 2"),
+        ({"rule": "ttest"}, 2, "below parallel.folds (2)"),
+    ],
+)
+def test_racing_that_could_never_prune_is_refused(doc, racing, folds, fragment):
+    doc["parallel"]["folds"] = folds
+    doc["racing"] = racing
+    assert_rejected(doc, ("racing", "min_folds"), fragment)
+
+
+@pytest.mark.parametrize(
+    ("section", "edit", "loc"),
+    [
+        ("racing", {"rule": "anova"}, ("racing", "rule")),
+        ("racing", {"rule": "ttest", "alpha": 1.0}, ("racing", "alpha")),
+        ("racing", {"rule": "ttest", "alpha": 0}, ("racing", "alpha")),
+        ("racing", {"rule": "forgiving", "min_folds": 0}, ("racing", "min_folds")),
+        ("racing", {"rule": "forgiving", "wave": 2}, ("racing", "wave")),
+        ("pruning", {"rule": "hyperband"}, ("pruning", "rule")),
+        ("pruning", {"rule": "asha", "eta": 1}, ("pruning", "eta")),
+        ("pruning", {"rule": "median", "warmup_epochs": 0}, ("pruning", "warmup_epochs")),
+        ("pruning", {"rule": "median", "min_runs": True}, ("pruning", "min_runs")),
+    ],
+)
+def test_racing_and_pruning_fields_are_checked_where_they_are(doc, section, edit, loc):
+    doc[section] = edit
+    assert_rejected(doc, loc)

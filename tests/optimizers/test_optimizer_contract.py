@@ -15,6 +15,7 @@ import pytest
 from foldwise.space import Param, contains
 from foldwise.spec import Direction
 from optimizers import BaseOptimizer, create_optimizer
+from optimizers.base import Observation
 from optimizers.registry import optimizer_names
 from optimizers.sampling import config_key
 from tests.optimizers.problems import (
@@ -193,3 +194,45 @@ def test_failures_steer_the_search_away(learner: str) -> None:
     history = run_study(optimizer, fragile, budget=40)
     assert sum(o.failed for o in history) >= 3  # the region was tried, and found failing
     assert sum(o.failed for o in history[20:]) <= 4
+
+
+def test_a_pruned_trial_is_a_noisy_observation_not_a_failure(name: str) -> None:
+    good, pruned = {"x": 0.2, "y": 0.2}, {"x": 0.9, "y": 0.9}
+    partial = Observation(pruned, 0.5, std_error=0.3, folds=1, pruned=True)
+    optimizer = create_optimizer(name, PLANE, seed=0, options=QUICK.get(name, {}))
+    optimizer.update([observe(good, 0.1), partial], [])
+    assert partial.ok and list(optimizer.losses()) == [0.1, 0.5]
+    assert config_key(pruned) in optimizer.seen_keys()
+    assert all(config_key(c) != config_key(pruned) for c in optimizer.suggest(4))
+    as_complete = Observation(pruned, 0.5, std_error=0.3)
+    assert _digest(name, [observe(good, 0.1), partial]) != _digest(
+        name, [observe(good, 0.1), as_complete]
+    )
+
+
+def _digest(name: str, history: list[Observation]) -> list[int]:
+    optimizer = create_optimizer(name, PLANE, seed=0, options=QUICK.get(name, {}))
+    optimizer.update(history, [])
+    return optimizer._digest
+
+
+@pytest.mark.parametrize("learner", LEARNERS)
+def test_a_region_of_pruned_trials_with_good_partial_means_is_not_avoided(learner: str) -> None:
+    """The best region (x < 0.35) is raced away early in every trial, but its partial means
+    are good: unlike failures there, it keeps drawing trials."""
+
+    def loss(config: dict) -> float:
+        return (config["x"] - 0.2) ** 2 + (config["y"] - 0.5) ** 2
+
+    optimizer = create_optimizer(learner, PLANE, seed=0, budget=40)
+    history: list[Observation] = []
+    for _ in range(40):
+        optimizer.update(history, [])
+        [config] = optimizer.suggest(1)
+        pruned = config["x"] < 0.35
+        history.append(
+            Observation(
+                config, loss(config), std_error=0.02, folds=2 if pruned else 5, pruned=pruned
+            )
+        )
+    assert sum(o.pruned for o in history[20:]) >= 12  # failed there instead: 2 of 20

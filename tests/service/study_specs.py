@@ -27,6 +27,7 @@ def study_spec(**overrides: Any) -> dict[str, Any]:
         "budget": {"trials": 4},
         "parallel": {"trial_groups": 2, "folds": 3, "workers_per_fold": 1},
         "trainer": {"task": "digits_mlp", "epochs": 2, "batch_size": 64},
+        "racing": {"rule": "off"},  # these tests count on every fold running; racing has its own
     }
     spec.update(overrides)
     return spec

@@ -16,8 +16,8 @@ from foldwise.schemas import FoldStatus, TrialStatus
 from foldwise.spec import StudySpec
 from service.db import fold_runs as fold_repo
 from service.db import trials as trial_repo
+from service.scheduler.fold_task import fold_job
 from service.scheduler.store import TrialHandle
-from service.scheduler.trial_runner import fold_job
 from tests.service.conftest import signed_in_client
 from tests.service.study_specs import study_spec
 from trainers.checkpoint import MODEL_FILE, fold_artifact_dir

@@ -5,7 +5,10 @@
 "crash_once" kills rank 1 at the start of epoch 3, but only in a run that started at epoch 1:
 a run resumed from a checkpoint (whose model buffers say epochs were done) goes on; "hang"
 makes rank 1 sleep for an hour at the start of epoch 2 (its peers then wait in all-reduce);
-"env" makes build_model raise, naming the FOLDWISE_* variables the worker can see.
+"env" makes build_model raise, naming the FOLDWISE_* variables the worker can see; "flat"
+trains a model that always predicts the uniform distribution (its loss stays at log 3: a
+clearly worse trial on every fold, for racing and pruning tests); "flat_nan" is flat in its
+first epoch and diverges (NaN) from its second on.
 Usable as "tests.user_tasks.tiny" or "tests.user_tasks.tiny:task".
 """
 
@@ -22,7 +25,7 @@ import torch.distributed as dist
 from torch import nn
 
 kind = "classification"
-MODES = ("ok", "raise", "nan", "crash", "crash_once", "hang", "env")
+MODES = ("ok", "raise", "nan", "crash", "crash_once", "hang", "env", "flat", "flat_nan")
 
 
 def load_data() -> tuple[np.ndarray, np.ndarray]:
@@ -69,6 +72,10 @@ class _TinyNet(nn.Module):
         if _rank() == 1 and self.mode == "crash_once" and epoch == 3 and self._first_epoch == 1:
             os._exit(1)
         out = self.net(x)
+        if self.mode == "flat" or (self.mode == "flat_nan" and epoch < 2):
+            return out * 0.0
+        if self.mode == "flat_nan":
+            return out * float("nan")
         return out * float("nan") if self.mode == "nan" else out
 
 

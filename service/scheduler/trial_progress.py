@@ -1,0 +1,59 @@
+"""Where each trial in flight stands, and which of their folds free slots go to.
+
+With racing on, a trial's folds run in two waves: its first ``min_folds`` folds, then, once
+those finished without the trial being pruned, all the others (which racing can still stop
+after each of them finishes). Free slots go to the oldest trial first, so trials finish, and
+make room for new ones, in the order they started.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from service.scheduler.fold_task import FoldTask
+from service.scheduler.store import TrialHandle
+
+
+@dataclass
+class TrialProgress:
+    """A trial in flight: the values of its finished folds and the tasks of its running ones."""
+
+    handle: TrialHandle
+    values: dict[int, float] = field(default_factory=dict)
+    running: dict[int, FoldTask] = field(default_factory=dict)
+
+    def waiting_folds(self, folds: int) -> list[int]:
+        """Folds neither finished nor running, in order."""
+        return [k for k in range(folds) if k not in self.values and k not in self.running]
+
+
+def folds_to_start(
+    trials: Iterable[TrialProgress], *, folds: int, min_folds: int | None, free: int
+) -> list[tuple[TrialProgress, int]]:
+    """At most ``free`` (trial, fold) pairs to start now; ``min_folds`` None: no racing, every
+    fold of a trial may run at once."""
+    ready = []
+    for trial in sorted(trials, key=lambda t: t.handle.number):
+        wave = folds if min_folds is None or len(trial.values) >= min_folds else min_folds
+        room = wave - len(trial.values) - len(trial.running)
+        ready += [(trial, fold) for fold in trial.waiting_folds(folds)[: max(room, 0)]]
+    return ready[: max(free, 0)]
+
+
+def aggregate(values: list[float]) -> tuple[float, float]:
+    """The trial's value (mean over folds) and its standard error (sample std / sqrt(K))."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, 0.0
+    return mean, statistics.stdev(values) / math.sqrt(len(values))
+
+
+def partial_std_error(values: list[float], spread: float | None) -> float | None:
+    """The standard error of a pruned trial's partial mean; with one fold value, from
+    ``spread``, the fold standard deviation of a trial that ran every fold (the incumbent)."""
+    if len(values) >= 2:
+        return aggregate(values)[1]
+    return spread

@@ -1,0 +1,60 @@
+"""Which folds free slots go to: waves under racing, every fold at once without."""
+
+from __future__ import annotations
+
+from service.scheduler import slot_meter
+from service.scheduler.store import TrialHandle
+from service.scheduler.trial_progress import (
+    TrialProgress,
+    aggregate,
+    folds_to_start,
+    partial_std_error,
+)
+
+
+def trial(number: int, done: tuple[int, ...] = (), running: tuple[int, ...] = ()) -> TrialProgress:
+    progress = TrialProgress(TrialHandle(id=100 + number, number=number, params={}))
+    progress.values = dict.fromkeys(done, 0.5)
+    progress.running = dict.fromkeys(running)  # type: ignore[arg-type]
+    return progress
+
+
+def picked(trials: list[TrialProgress], free: int, min_folds: int | None = 2) -> list[tuple]:
+    ready = folds_to_start(trials, folds=5, min_folds=min_folds, free=free)
+    return [(t.handle.number, fold) for t, fold in ready]
+
+
+def test_without_racing_the_oldest_trial_takes_every_fold_first() -> None:
+    trials = [trial(1), trial(0, done=(0,), running=(1,))]
+    assert picked(trials, 4, min_folds=None) == [(0, 2), (0, 3), (0, 4), (1, 0)]
+
+
+def test_racing_runs_min_folds_first_then_the_rest() -> None:
+    trials = [trial(0), trial(1)]
+    assert picked(trials, 5) == [(0, 0), (0, 1), (1, 0), (1, 1)]  # one slot stays free
+    waiting = trial(2, done=(0,), running=(1,))  # its first wave is not over
+    passed = trial(3, done=(0, 1), running=(3,))  # not pruned after two folds: the rest
+    assert picked([waiting, passed], 5) == [(3, 2), (3, 4)]
+
+
+def test_no_free_slot_starts_nothing() -> None:
+    assert picked([trial(0)], 0) == [] and picked([trial(0)], -2) == []
+    assert picked([trial(0, done=(0, 1, 2), running=(3, 4))], 3) == []
+
+
+def test_a_pruned_trials_standard_error_comes_from_its_folds_or_the_incumbents_spread() -> None:
+    mean, error = aggregate([0.2, 0.4])
+    assert (mean, round(error, 9)) == (0.30000000000000004, 0.1)
+    assert partial_std_error([0.2, 0.4], 5.0) == error
+    assert partial_std_error([0.2], 0.07) == 0.07
+    assert partial_std_error([0.2], None) is None
+
+
+def test_the_slot_meter_integrates_running_folds_against_the_slots(monkeypatch) -> None:
+    clock = iter([0.0, 10.0, 15.0, 25.0])
+    monkeypatch.setattr(slot_meter.time, "monotonic", lambda: next(clock))
+    meter = slot_meter.SlotMeter(4)  # t = 0, nothing running
+    assert meter.update(3) == (0.0, 40.0)  # t = 10: 0 of 4 busy for 10 s; 3 from now
+    assert meter.update(5) == (15.0, 5.0)  # t = 15: 3 busy, 1 idle for 5 s
+    assert meter.update(0) == (40.0, 0.0)  # t = 25: 5 running (one winding down) count as 4
+    assert meter.utilisation() == 55.0 / 100.0

@@ -1,0 +1,124 @@
+"""A restarted scheduler takes the racing decision the stored results call for, before it
+runs anything: a trial left unfinished whose finished folds are clearly worse is pruned."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
+from foldwise.spec import StudySpec
+from service.db import fold_runs as fold_repo
+from service.db import studies as study_repo
+from service.db import trials as trial_repo
+from service.db.engine import SessionRunner
+from service.db.models import TrialRow
+from service.db.schema import upgrade_database
+from service.executor import RayExecutor
+from service.scheduler.store import SchedulerStore
+from service.scheduler.study_runner import StudyRunner
+from tests.service.study_specs import study_spec
+
+INCUMBENT = [0.30, 0.32, 0.40]  # fold values of the completed trial 0
+
+
+@pytest.fixture
+def db(database_url: str) -> Iterator[SessionRunner]:
+    upgrade_database(database_url)
+    runner = SessionRunner(database_url, limit=2)
+    yield runner
+    runner.engine.dispose()
+
+
+def _stored_study(db: SessionRunner, second_trial_folds: list[float]) -> int:
+    """A study of two trials as a killed service left it: trial 0 completed; trial 1 with
+    ``second_trial_folds`` finished and, if it has folds left, the next still marked running."""
+    spec = StudySpec.model_validate(
+        study_spec(
+            budget={"trials": 2},
+            parallel={"trial_groups": 2, "folds": 3, "workers_per_fold": 1},
+            racing={"rule": "forgiving", "min_folds": 1},
+        )
+    )
+
+    def work(session) -> int:
+        study = study_repo.create_study(session, spec)
+        session.flush()
+        for number, values in ((0, INCUMBENT), (1, second_trial_folds)):
+            trial = trial_repo.create_trial(session, study.id, {"lr": 0.01}, number=number)
+            for fold, value in enumerate(values):
+                run = fold_repo.start_fold_run(session, trial.id, fold)
+                fold_repo.finish_fold_run(session, run.id, FoldStatus.COMPLETED, value=value)
+            if number == 0:
+                mean = sum(values) / len(values)
+                trial_repo.finish_trial(session, trial, TrialStatus.COMPLETED, value=mean)
+            elif len(values) < 3:
+                fold_repo.start_fold_run(session, trial.id, len(values))
+        return study.id
+
+    return db._write(work)
+
+
+def _resume(db: SessionRunner, study_id: int) -> TrialRow:
+    store = SchedulerStore(db)
+    runner = StudyRunner(study_id, store, RayExecutor(), poll_seconds=0.05)
+    asyncio.run(asyncio.wait_for(runner.run(), timeout=60))
+
+    def work(session) -> TrialRow:
+        study = study_repo.get_study(session, study_id)
+        assert study.status is StudyStatus.COMPLETED, study.error
+        trial = trial_repo.get_trial(session, study_id, 1)
+        session.expunge_all()
+        return trial
+
+    return db._read(work)
+
+
+def test_a_resumed_trial_clearly_worse_on_its_finished_folds_is_pruned_at_once(db) -> None:
+    trial = _resume(db, _stored_study(db, [0.90]))
+    assert trial.status is TrialStatus.PRUNED
+    assert trial.value == 0.90 and trial.value_folds == 1
+    assert trial.std_error == pytest.approx(0.0529, abs=1e-4)  # the incumbent's fold spread
+    assert trial.pruned_reason == (
+        "after 1 of 3 folds: 0.9 vs incumbent (trial 0) 0.3 on the same folds, worse by 0.6, "
+        "more than the incumbent's worst fold lies from its mean (0.06; forgiving rule)"
+    )
+    # the fold the killed service was running is lost, and never run again
+    runs = [(f.fold, f.attempt, f.status) for f in trial.fold_runs]
+    assert runs == [(0, 0, FoldStatus.COMPLETED), (1, 0, FoldStatus.LOST)]
+
+
+def test_a_resumed_trial_whose_folds_all_finished_completes_without_running_anything(
+    db,
+) -> None:
+    trial = _resume(db, _stored_study(db, [0.31, 0.33, 0.41]))
+    assert trial.status is TrialStatus.COMPLETED and trial.value_folds == 3
+    assert trial.value == pytest.approx(0.35)
+    assert all(f.status is not FoldStatus.RUNNING for f in trial.fold_runs)
+
+
+def test_pruning_references_are_read_from_the_stored_ended_runs(db) -> None:
+    spec = StudySpec.model_validate(study_spec(budget={"trials": 3}))
+
+    def work(session) -> int:
+        study = study_repo.create_study(session, spec)
+        session.flush()
+        trial = trial_repo.create_trial(session, study.id, {"lr": 0.01}, number=0)
+        for fold, status, losses in (
+            (0, FoldStatus.COMPLETED, [0.9, 0.5, 0.4]),
+            (1, FoldStatus.PRUNED, [2.0, 1.9]),
+            (2, FoldStatus.RUNNING, [0.8]),  # still going: no reference yet
+            (0, FoldStatus.FAILED, [0.7]),  # a failure is no reference either
+        ):
+            run = fold_repo.start_fold_run(session, trial.id, fold)
+            for epoch, loss in enumerate(losses, start=1):
+                fold_repo.record_epoch(session, run.id, epoch, {"val_loss": loss, "lr": 0.1})
+            if status is not FoldStatus.RUNNING:
+                fold_repo.finish_fold_run(session, run.id, status)
+        return study.id
+
+    study_id = db._write(work)
+    curves = asyncio.run(SchedulerStore(db).fold_curves(study_id, "val_loss"))
+    assert sorted(curves) == [(0, True, [0.9, 0.5, 0.4]), (1, False, [2.0, 1.9])]
