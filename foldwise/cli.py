@@ -205,13 +205,17 @@ def trials(
     limit: Annotated[int, typer.Option(min=1, max=1000, help="Rows to show")] = 50,
     url: UrlOption = None,
 ) -> None:
-    """List a study's trials: status, value ± standard error, duration, parameters."""
+    """List a study's trials: status, value ± standard error, duration, parameters; a pruned
+    trial with the folds its value rests on and why it was pruned."""
     with _client(ctx, url) as client:
         page = client.fetch_trials(study_id, status=status, sort=sort, limit=limit)
+        folds = None
+        if any(trial.status is TrialStatus.PRUNED for trial in page.data):  # "2/5 folds"
+            folds = client.fetch_study(study_id).spec.get("parallel", {}).get("folds")
     if not page.data:
         console.print(f"study {study_id} has no {status.value + ' ' if status else ''}trials yet")
         return
-    console.print(cli_render.trials_table(page.data, total=page.count))
+    console.print(cli_render.trials_table(page.data, total=page.count, folds=folds))
 
 
 @app.command()

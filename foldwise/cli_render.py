@@ -134,8 +134,11 @@ def studies_table(studies: Sequence[schemas.Study]) -> Table:
     return table
 
 
-def trials_table(trials: Sequence[schemas.TrialSummary], *, total: int | None = None) -> Table:
-    """One row per trial: number, status, value ± s.e., duration, params (or error)."""
+def trials_table(
+    trials: Sequence[schemas.TrialSummary], *, total: int | None = None, folds: int | None = None
+) -> Table:
+    """One row per trial: number, status, value ± s.e., duration, params (or error); a pruned
+    trial's value says how many of the ``folds`` (K) it rests on, and its row why it stopped."""
     shown = len(trials)
     caption = None if total is None or total <= shown else f"{shown} of {total} trials"
     table = Table(header_style="bold", caption=caption)
@@ -143,17 +146,32 @@ def trials_table(trials: Sequence[schemas.TrialSummary], *, total: int | None = 
     for column in ("status", "value ± s.e.", "time", "params"):
         table.add_column(column)
     for trial in trials:
-        detail = fmt_params(trial.params)
+        params = fmt_params(trial.params)
         if trial.error:
-            detail = f"{detail}  [{trial.error.splitlines()[0][:80]}]" if detail else trial.error
+            params = f"{params}  [{trial.error.splitlines()[0][:80]}]" if params else trial.error
+        detail = Text(params)
+        if trial.pruned_reason:
+            detail.append(f"\npruned: {trial.pruned_reason}", style=STATUS_STYLES["pruned"])
         table.add_row(
             str(trial.number),
             status_text(trial.status),
-            fmt_value(trial.value, trial.std_error),
+            trial_value_text(trial, folds),
             fmt_span(trial.started_at, trial.finished_at),
-            Text(detail),
+            detail,
         )
     return table
+
+
+def trial_value_text(trial: schemas.TrialSummary, folds: int | None = None) -> str:
+    """``0.31 ± 0.02``, and for a value on fewer than all folds ``0.31 ± 0.02 (2/5 folds)``."""
+    value = fmt_value(trial.value, trial.std_error)
+    rests_on = trial.value_folds
+    partial = trial.status is schemas.TrialStatus.PRUNED or (
+        folds is not None and rests_on is not None and rests_on < folds
+    )
+    if trial.value is None or rests_on is None or not partial:
+        return value
+    return f"{value} ({rests_on}/{folds} folds)" if folds else f"{value} ({rests_on} folds)"
 
 
 def study_details(study: schemas.Study) -> Table:

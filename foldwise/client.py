@@ -382,7 +382,8 @@ class Study:
         self.client.delete_study(self.id)
 
     def to_dataframe(self) -> pandas.DataFrame:
-        """All trials as a pandas DataFrame, one ``params_<name>`` column per parameter."""
+        """All trials as a pandas DataFrame, one ``params_<name>`` column per parameter;
+        ``value_folds`` and ``pruned_reason`` tell a pruned trial's partial mean apart."""
         try:
             import pandas
         except ImportError as exc:
@@ -397,10 +398,13 @@ def trial_rows(
     """Flat rows (and their column order) for a table of trials; absent parameters are None.
 
     Parameters of the space come first in spec order; any others a trial holds follow.
+    ``value_folds`` is how many folds ``value`` is the mean of (all K unless the trial was
+    pruned), ``pruned_reason`` why a pruned trial stopped.
     """
     names = list(dict.fromkeys([*param_names, *(n for t in trials for n in t.params)]))
-    columns = ["number", "status", "value", "std_error", *(f"params_{n}" for n in names)]
-    columns += ["started_at", "finished_at", "duration_s", "error"]
+    columns = ["number", "status", "value", "std_error", "value_folds"]
+    columns += [f"params_{n}" for n in names]
+    columns += ["started_at", "finished_at", "duration_s", "error", "pruned_reason"]
     rows = []
     for trial in trials:
         row: dict[str, Any] = {
@@ -408,10 +412,12 @@ def trial_rows(
             "status": trial.status.value,
             "value": trial.value,
             "std_error": trial.std_error,
+            "value_folds": trial.value_folds,
             "started_at": trial.started_at,
             "finished_at": trial.finished_at,
             "duration_s": _duration(trial),
             "error": trial.error,
+            "pruned_reason": trial.pruned_reason,
         }
         row.update({f"params_{name}": trial.params.get(name) for name in names})
         rows.append(row)

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from foldwise.schemas import FoldStatus, TrialStatus
 from service.db.models import EpochMetricRow, FoldRunRow, TrialRow
@@ -27,6 +27,29 @@ class Point:
     std_error: float | None
     params: dict[str, Any]
     finished_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class PrunedPoint:
+    """One pruned trial for the history plot: its partial mean and why it stopped."""
+
+    number: int
+    value: float
+    std_error: float | None
+    value_folds: int | None
+    finished_at: datetime | None
+    reason: str | None = None
+
+
+class _Ranked(Protocol):
+    @property
+    def number(self) -> int: ...
+
+    @property
+    def value(self) -> float: ...
+
+
+P = TypeVar("P", bound=_Ranked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,17 +78,50 @@ def completed_points(
     return [Point(n, v, se, {}, f) for n, v, se, f in rows if v is not None]
 
 
+def pruned_points(
+    session: Session, study_id: int, *, finished_since: datetime | None = None
+) -> list[PrunedPoint]:
+    """Pruned trials in number order, without their reasons (see ``with_reasons``); only those
+    finished at or after ``finished_since`` when it is given."""
+    query = select(
+        TrialRow.number,
+        TrialRow.value,
+        TrialRow.std_error,
+        TrialRow.value_folds,
+        TrialRow.finished_at,
+    ).where(TrialRow.study_id == study_id, TrialRow.status == TrialStatus.PRUNED)
+    if finished_since is not None:
+        query = query.where(TrialRow.finished_at >= finished_since)
+    rows = session.execute(query.order_by(TrialRow.number))
+    return [PrunedPoint(n, v, se, k, f) for n, v, se, k, f in rows if v is not None]
+
+
 def with_params(session: Session, study_id: int, points: Sequence[Point]) -> list[Point]:
     """The same points with their params: decoding JSON only for the points a plot will show."""
-    params: dict[int, dict[str, Any]] = {}
-    numbers = [p.number for p in points]
+    params = _by_number(session, study_id, TrialRow.params, [p.number for p in points])
+    return [replace(p, params=params.get(p.number) or {}) for p in points]
+
+
+def with_reasons(
+    session: Session, study_id: int, points: Sequence[PrunedPoint]
+) -> list[PrunedPoint]:
+    """The same pruned points with their reasons, read only for the points a plot will show."""
+    reasons = _by_number(session, study_id, TrialRow.pruned_reason, [p.number for p in points])
+    return [replace(p, reason=reasons.get(p.number)) for p in points]
+
+
+def _by_number(
+    session: Session, study_id: int, column: InstrumentedAttribute[Any], numbers: list[int]
+) -> dict[int, Any]:
+    """``column`` of the study's trials with these numbers, by number."""
+    found: dict[int, Any] = {}
     for start in range(0, len(numbers), 1000):  # stay far below any backend's bind limit
         chunk = numbers[start : start + 1000]
-        query = select(TrialRow.number, TrialRow.params).where(
+        query = select(TrialRow.number, column).where(
             TrialRow.study_id == study_id, TrialRow.number.in_(chunk)
         )
-        params.update({n: p or {} for n, p in session.execute(query)})
-    return [replace(p, params=params.get(p.number, {})) for p in points]
+        found.update({n: value for n, value in session.execute(query)})
+    return found
 
 
 def best_so_far(points: Sequence[Point], *, maximize: bool) -> list[Point]:
@@ -77,7 +133,7 @@ def best_so_far(points: Sequence[Point], *, maximize: bool) -> list[Point]:
     return steps
 
 
-def downsample(points: Sequence[Point], max_points: int, *, maximize: bool) -> list[Point]:
+def downsample(points: Sequence[P], max_points: int, *, maximize: bool) -> list[P]:
     """At most ``max_points`` points: the best quarter of the budget, then each bucket's extremes.
 
     The best trials are what a user looks for; the per-bucket minimum and maximum keep the
@@ -86,7 +142,7 @@ def downsample(points: Sequence[Point], max_points: int, *, maximize: bool) -> l
     if len(points) <= max_points:
         return list(points)
     ranked = sorted(points, key=lambda p: -p.value if maximize else p.value)
-    keep = {p.number: p for p in ranked[: max_points // 4]}
+    keep: dict[int, P] = {p.number: p for p in ranked[: max_points // 4]}
     buckets = max(1, (max_points - len(keep)) // 2)
     size = -(-len(points) // buckets)
     ordered = sorted(points, key=lambda p: p.number)
@@ -98,10 +154,18 @@ def downsample(points: Sequence[Point], max_points: int, *, maximize: bool) -> l
 
 
 def count_completed(session: Session, study_id: int) -> int:
+    return _count(session, study_id, TrialStatus.COMPLETED)
+
+
+def count_pruned(session: Session, study_id: int) -> int:
+    return _count(session, study_id, TrialStatus.PRUNED)
+
+
+def _count(session: Session, study_id: int, status: TrialStatus) -> int:
     query = (
         select(func.count())
         .select_from(TrialRow)
-        .where(TrialRow.study_id == study_id, TrialRow.status == TrialStatus.COMPLETED)
+        .where(TrialRow.study_id == study_id, TrialRow.status == status)
     )
     return session.scalar(query) or 0
 
@@ -166,7 +230,7 @@ def _better(value: float, incumbent: float, maximize: bool) -> bool:
     return value > incumbent if maximize else value < incumbent
 
 
-def _value(point: Point) -> float:
+def _value(point: _Ranked) -> float:
     return point.value
 
 

@@ -170,6 +170,28 @@ def test_trials_table_passes_filters(stub, make_trial):
     assert stub.requests[1].query["sort"] == "-params.lr"
 
 
+def test_trials_shows_a_pruned_trials_folds_and_reason(stub, make_study, make_trial):
+    reason = "fold 2 at epoch 4: 0.52, worse than the median 0.31 of 6 other trials' runs"
+    pruned = make_trial(5, 0.52, status="pruned", value_folds=3, pruned_reason=reason)
+
+    def handle(request):
+        if request.path == "/studies/7":
+            return 200, make_study()
+        return 200, {"data": [make_trial(4, value_folds=5), pruned], "count": 2}
+
+    stub.handle = handle
+    result = runner.invoke(cli.app, ["trials", "7", "--url", stub.url])
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.stdout.splitlines() if line.startswith("│ 5 "))
+    assert "pruned" in row and "0.52 ± 0.0042 (3/5 folds)" in row
+    assert f"pruned: {reason}" in result.stdout
+    stub.handle = lambda request: (200, {"data": [make_trial(4, value_folds=5)], "count": 1})
+    requests = len(stub.requests)
+    result = runner.invoke(cli.app, ["trials", "7", "--url", stub.url])
+    assert result.exit_code == 0 and "folds" not in result.stdout
+    assert len(stub.requests) == requests + 1  # no pruned trial: the study is not read
+
+
 def test_best_without_a_completed_trial_fails(stub, make_study):
     stub.handle = lambda request: (200, make_study(finished=0))
     result = runner.invoke(cli.app, ["best", "7", "--url", stub.url])

@@ -94,6 +94,35 @@ def test_trials_table_shows_errors_and_a_caption(make_trial):
     assert "of 2 trials" not in text_of(render.trials_table(trials, total=2))
 
 
+REASON = (
+    "after 2 of 5 folds: 0.31 ± 0.02 vs incumbent (trial 3) 0.12 on the same folds, worse by "
+    "0.19, more than the incumbent's worst fold lies from its mean (0.05; forgiving rule)"
+)
+
+
+def test_trials_table_shows_the_folds_and_the_reason_of_a_pruned_trial(make_trial):
+    pruned = make_trial(
+        3, 0.31, status="pruned", std_error=0.02, value_folds=2, pruned_reason=REASON
+    )
+    trials = [
+        TrialSummary.model_validate(make_trial(0, value_folds=5)),
+        TrialSummary.model_validate(pruned),
+    ]
+    text = text_of(render.trials_table(trials, folds=5))
+    completed, rest = text.split("│ 3 │")
+    assert "0.1235 ± 0.0042 " in completed and "folds" not in completed
+    assert "pruned" in rest and "0.31 ± 0.02 (2/5 folds)" in rest
+    assert "pruned: after 2 of 5 folds:" in rest and "forgiving rule)" in rest
+    assert render.trial_value_text(trials[1]) == "0.31 ± 0.02 (2 folds)"  # K unknown
+
+
+def test_status_counts_the_pruned_trials(make_study):
+    data = make_study(finished=9)
+    data["progress"].update(completed=5, failed=1, pruned=3)
+    text = text_of(render.study_details(Study.model_validate(data)))
+    assert "9/10 finished (5 completed, 1 failed, 3 pruned; 2 running, 0 pending)" in text
+
+
 def test_study_details_and_best_trial(make_study):
     study = Study.model_validate(make_study(error="worker lost"))
     text = text_of(render.study_details(study))

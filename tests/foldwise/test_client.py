@@ -267,11 +267,12 @@ def test_trial_rows_flatten_params_in_spec_order(make_trial):
         TrialSummary.model_validate({**make_trial(1, None), "params": {"width": 8}}),
     ]
     rows, columns = trial_rows(trials, ["depth", "lr", "act"])
-    assert columns[:7] == [
+    assert columns[:8] == [
         "number",
         "status",
         "value",
         "std_error",
+        "value_folds",
         "params_depth",
         "params_lr",
         "params_act",
@@ -279,6 +280,23 @@ def test_trial_rows_flatten_params_in_spec_order(make_trial):
     assert "params_width" in columns
     assert rows[0]["params_depth"] == 2 and rows[0]["duration_s"] == 65.0
     assert rows[1]["params_depth"] is None and rows[1]["params_width"] == 8
+
+
+def test_trial_rows_say_what_a_pruned_trials_value_rests_on_and_why(make_trial):
+    reason = "after 2 of 5 folds: 0.31 ± 0.02 vs incumbent (trial 3) 0.12 (forgiving rule)"
+    trials = [
+        TrialSummary.model_validate(make_trial(0, value_folds=5)),
+        TrialSummary.model_validate(
+            make_trial(1, 0.31, status="pruned", value_folds=2, pruned_reason=reason)
+        ),
+    ]
+    rows, columns = trial_rows(trials, ["depth", "lr", "act"])
+    assert columns[-2:] == ["error", "pruned_reason"]
+    assert [(r["status"], r["value_folds"], r["pruned_reason"]) for r in rows] == [
+        ("completed", 5, None),
+        ("pruned", 2, reason),
+    ]
+    assert all(set(row) == set(columns) for row in rows)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("pandas") is not None, reason="pandas installed")

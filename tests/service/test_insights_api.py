@@ -25,6 +25,26 @@ def _completed(api: TestClient, study_id: int) -> list[dict]:
     return api.get(url, params={"status": "completed", "limit": 1000}).json()["data"]
 
 
+def _prune(api: TestClient, study_id: int, number: int, value: float, folds: int = 1) -> str:
+    """Store trial ``number`` pruned after ``folds`` folds, as the scheduler does; its reason."""
+    reason = f"after {folds} of {FOLDS} folds: {value} vs incumbent (trial 3) (forgiving rule)"
+    with api.app.state.sessions.begin() as session:
+        trial = trial_repo.create_trial(
+            session, study_id, {"lr": 0.01, "act": "relu"}, number=number
+        )
+        trial_repo.finish_trial(
+            session,
+            trial,
+            TrialStatus.PRUNED,
+            value=value,
+            std_error=0.01,
+            value_folds=folds,
+            pruned_reason=reason,
+        )
+        study_repo.touch_study(session, study_id)
+    return reason
+
+
 def test_history_has_every_completed_trial_and_the_exact_best_steps(api: TestClient) -> None:
     study_id = _fill(api)
     completed = sorted(_completed(api, study_id), key=lambda t: t["number"])
@@ -71,6 +91,77 @@ def test_history_since_a_cursor_returns_only_what_finished_after(api: TestClient
     assert datetime.fromisoformat(body["cursor"]).replace(tzinfo=UTC) > datetime.fromisoformat(
         cursor
     ).replace(tzinfo=UTC)
+
+
+def test_history_shows_pruned_trials_apart_and_keeps_them_out_of_the_best_line(
+    api: TestClient,
+) -> None:
+    study_id = _fill(api)
+    url = f"/studies/{study_id}/insights/history"
+    before = api.get(url).json()
+    assert before["pruned"] == {
+        "count": 0,
+        "sampled": False,
+        "number": [],
+        "value": [],
+        "std_error": [],
+        "value_folds": [],
+        "reason": [],
+    }
+    reasons = [
+        _prune(api, study_id, 200 + i, value, folds=1 + i) for i, value in enumerate([0.9, -5.0])
+    ]
+    body = api.get(url).json()
+    for key in ("count", "sampled", "number", "value", "std_error", "params", "best"):
+        assert body[key] == before[key], key  # a better partial mean is still not a best
+    pruned = api.get(f"/studies/{study_id}/trials", params={"status": "pruned"}).json()["data"]
+    assert body["pruned"] == {
+        "count": 2,
+        "sampled": False,
+        "number": [200, 201],
+        "value": [0.9, -5.0],
+        "std_error": [0.01, 0.01],
+        "value_folds": [1, 2],
+        "reason": reasons,
+    }
+    assert [t["pruned_reason"] for t in pruned] == reasons
+
+
+def test_history_samples_pruned_trials_into_a_quarter_of_the_points(api: TestClient) -> None:
+    study_id = _fill(api)
+    values = [0.5 + 0.01 * i for i in range(30)]
+    for i, value in enumerate(values):
+        _prune(api, study_id, 300 + i, value)
+    url = f"/studies/{study_id}/insights/history"
+    body = api.get(url, params={"max_points": 12}).json()["pruned"]
+    assert body["count"] == 30 and body["sampled"]
+    assert 2 <= len(body["number"]) <= 3 and body["number"] == sorted(body["number"])
+    assert min(values) in body["value"] and max(values) in body["value"]
+    assert all(len(body[k]) == len(body["number"]) for k in ("value", "value_folds", "reason"))
+    full = api.get(url, params={"max_points": 120}).json()["pruned"]
+    assert not full["sampled"] and full["value"] == values
+
+
+def test_history_since_a_cursor_returns_pruned_trials_that_finished_after(
+    api: TestClient,
+) -> None:
+    study_id = _fill(api)
+    url = f"/studies/{study_id}/insights/history"
+    cursor = api.get(url).json()["cursor"]
+    reason = _prune(api, study_id, 998, 0.7, folds=2)
+    body = api.get(url, params={"since": cursor}).json()
+    assert body["pruned"]["number"] == [998] and body["pruned"]["reason"] == [reason]
+    assert body["pruned"]["value_folds"] == [2]
+    later = datetime.fromisoformat(body["cursor"]).replace(tzinfo=UTC)
+    assert later > datetime.fromisoformat(cursor).replace(tzinfo=UTC)  # moved by a pruned trial
+    assert api.get(url, params={"since": body["cursor"]}).json()["pruned"]["number"] == [998]
+
+
+def test_history_response_model_documents_the_pruned_trials(api: TestClient) -> None:
+    schemas = api.get("/openapi.json").json()["components"]["schemas"]
+    assert "pruned" in schemas["History"]["required"]
+    pruned = schemas["PrunedHistory"]
+    assert {"count", "number", "value", "value_folds", "reason"} <= set(pruned["required"])
 
 
 def test_folds_of_the_top_trials_in_best_order(api: TestClient) -> None:

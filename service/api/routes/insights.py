@@ -32,6 +32,16 @@ class BestSteps(BaseModel):
     value: list[float]
 
 
+class PrunedHistory(BaseModel):
+    count: int = Field(..., description="Pruned trials in the study")
+    sampled: bool = Field(..., description="True when fewer points than matched are returned")
+    number: list[int]
+    value: list[float] = Field(..., description="Mean over the folds the trial ran")
+    std_error: list[float | None]
+    value_folds: list[int | None] = Field(..., description="How many folds the value rests on")
+    reason: list[str | None] = Field(..., description="Why the trial was pruned")
+
+
 class History(BaseModel):
     count: int = Field(..., description="Completed trials in the study")
     sampled: bool = Field(..., description="True when fewer points than matched are returned")
@@ -41,6 +51,11 @@ class History(BaseModel):
     std_error: list[float | None]
     params: dict[str, list[Any]] = Field(..., description="One column per space parameter")
     best: BestSteps = Field(..., description="Steps of the best-so-far line over all matches")
+    pruned: PrunedHistory = Field(
+        ...,
+        description="Pruned trials, at most a quarter of ``max_points`` of them (sampled the "
+        "same way); their partial means take no part in ``best``",
+    )
 
 
 class TopFolds(BaseModel):
@@ -69,7 +84,8 @@ async def history(
     since: UtcDatetime | None = None,
     max_points: Annotated[int, Query(ge=10, le=20000)] = 1000,
 ) -> Response:
-    """Completed trials for the history, parallel-coordinates and slice plots, downsampled."""
+    """Completed trials for the history, parallel-coordinates and slice plots, downsampled;
+    and the pruned trials for the history, in fewer points."""
 
     def work(session: Session) -> History:
         study = study_or_404(session, study_id)
@@ -79,7 +95,8 @@ async def history(
             session, study.id, insights.downsample(points, max_points, maximize=maximize)
         )
         steps = insights.best_so_far(points, maximize=maximize)
-        finished = [p.finished_at for p in points if p.finished_at is not None]
+        pruned = insights.pruned_points(session, study.id, finished_since=since)
+        finished = [p.finished_at for p in [*points, *pruned] if p.finished_at is not None]
         names = list(study.spec["space"])
         return History(
             count=insights.count_completed(session, study.id),
@@ -90,6 +107,7 @@ async def history(
             std_error=[p.std_error for p in shown],
             params={name: [p.params.get(name) for p in shown] for name in names},
             best=BestSteps(number=[p.number for p in steps], value=[p.value for p in steps]),
+            pruned=_pruned_history(session, study, pruned, max_points // 4),
         )
 
     return await reads.study(study_id, work)
@@ -141,6 +159,24 @@ async def curves(
         )
 
     return await reads.study(study_id, work, folds=True)
+
+
+def _pruned_history(
+    session: Session, study: StudyRow, points: list[insights.PrunedPoint], max_points: int
+) -> PrunedHistory:
+    """Pruned trials for the history: fewer than the completed ones, as each carries its reason
+    (a line of text) and matters less than a full cross-validated value."""
+    sampled = insights.downsample(points, max_points, maximize=_maximize(study))
+    shown = insights.with_reasons(session, study.id, sampled)
+    return PrunedHistory(
+        count=insights.count_pruned(session, study.id),
+        sampled=len(shown) < len(points),
+        number=[p.number for p in shown],
+        value=[p.value for p in shown],
+        std_error=[p.std_error for p in shown],
+        value_folds=[p.value_folds for p in shown],
+        reason=[p.reason for p in shown],
+    )
 
 
 def _maximize(study: StudyRow) -> bool:

@@ -13,6 +13,7 @@ const ACTIVE = new Set(["queued", "running"]);
 
 const state = {
   study: null, points: new Map(), best: { number: [], value: [] }, count: 0, sampled: false,
+  pruned: new Map(), prunedCount: 0, prunedSampled: false,
   historyCursor: null, curves: new Map(), curvesCursor: 0, running: [], metric: null, table: null,
 };
 
@@ -45,7 +46,8 @@ function renderSummary(study) {
 
 /** Merge history rows (full or since a cursor); the best steps merge exactly from both sets. */
 function mergeHistory(body, full) {
-  if (full) { state.points = new Map(); state.best = { number: [], value: [] }; }
+  if (full) { state.points = new Map(); state.pruned = new Map(); state.best = { number: [], value: [] }; }
+  mergePruned(body.pruned, full);
   const maximize = state.study.spec.objective.direction === "maximize";
   body.number.forEach((number, i) => {
     const params = {};
@@ -66,7 +68,24 @@ function mergeHistory(body, full) {
   const note = state.sampled
     ? `${state.points.size.toLocaleString("en")} of ${body.count.toLocaleString("en")} completed trials shown (the best quarter and each range's extremes); the best-so-far line uses all of them.`
     : `${body.count.toLocaleString("en")} completed trials. Error bars: standard error over folds.`;
-  document.getElementById("history-note").textContent = note;
+  document.getElementById("history-note").textContent = `${note}${prunedNote()}`;
+}
+
+/** Pruned trials: their partial means, the folds those rest on and why they stopped. */
+function mergePruned(pruned, full) {
+  pruned.number.forEach((number, i) => {
+    state.pruned.set(number, { number, value: pruned.value[i], se: pruned.std_error[i],
+      folds: pruned.value_folds[i], reason: pruned.reason[i] });
+  });
+  state.prunedCount = pruned.count;
+  if (full) state.prunedSampled = pruned.sampled;
+}
+
+function prunedNote() {
+  const count = state.prunedCount;
+  if (!count) return "";
+  const shown = state.prunedSampled ? `${state.pruned.size.toLocaleString("en")} of ` : "";
+  return ` Hollow grey: ${shown}${count.toLocaleString("en")} pruned trial${count > 1 ? "s" : ""} at the mean of the folds they ran, not in the best-so-far line.`;
 }
 
 function noteDense() {
@@ -109,11 +128,12 @@ function thin(points, n) {
 
 function drawAll() {
   const points = [...state.points.values()].sort((a, b) => a.number - b.number);
-  const last = Math.max(points.at(-1)?.number ?? 0, ...state.running);
+  const pruned = [...state.pruned.values()].sort((a, b) => a.number - b.number);
+  const last = Math.max(points.at(-1)?.number ?? 0, pruned.at(-1)?.number ?? 0, ...state.running);
   const dense = thin(points, DENSE_POINTS);
   state.denseShown = dense.length;
   return Promise.all([
-    drawHistory(state.study, points, state.best, last),
+    drawHistory(state.study, points, pruned, state.best, last),
     drawParcoords(state.study, dense),
     drawSlices(state.study, dense),
   ]);
@@ -151,7 +171,8 @@ async function poll() {
     api(`${BASE}/insights/history?since=${encodeURIComponent(state.historyCursor ?? "1970-01-01T00:00:00Z")}`),
     api(`${BASE}/insights/curves?after=${state.curvesCursor}`),
   ]);
-  const fresh = history.number.filter((n) => !state.points.has(n));
+  const fresh = [...history.number.filter((n) => !state.points.has(n)),
+    ...history.pruned.number.filter((n) => !state.pruned.has(n))];
   if (fresh.length) { mergeHistory(history, false); await drawAll(); noteDense(); }
   const runningChanged = curves.running.join() !== state.running.join();
   if (curves.trial.length || runningChanged) { mergeCurves(curves); await drawRunning(); }

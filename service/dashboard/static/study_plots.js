@@ -4,14 +4,16 @@ import { baseLayout, draw, fmt, fmtValueSe, showEmpty } from "./common.js";
 
 const BLUE = "#0969da";
 const GREEN = "#1a7f37";
+const GREY = "#6e7781";
 const FOLD_COLORS = ["#0969da", "#bf3989", "#1a7f37", "#9a6700", "#8250df", "#cf222e", "#1b7c83", "#57606a"];
 
 const objectiveTitle = (study) =>
   `${study.spec.objective.metric} (${study.spec.objective.direction === "maximize" ? "higher" : "lower"} is better)`;
 
-/** History: every shown trial with its fold s.e. as an error bar, and the best-so-far steps. */
-export function drawHistory(study, points, best, lastNumber) {
-  if (!points.length) return showEmpty("plot-history", "No completed trials yet.");
+/** History: every shown trial with its fold s.e. as an error bar, the pruned trials as hollow
+ * grey markers at their partial means, and the best-so-far steps (completed trials only). */
+export function drawHistory(study, points, pruned, best, lastNumber) {
+  if (!points.length && !pruned.length) return showEmpty("plot-history", "No completed trials yet.");
   const trials = {
     type: "scatter", mode: "markers", name: "trial value ± fold s.e.",
     x: points.map((p) => p.number), y: points.map((p) => p.value),
@@ -20,6 +22,15 @@ export function drawHistory(study, points, best, lastNumber) {
     customdata: points.map((p) => p.number),
     text: points.map((p) => fmtValueSe(p.value, p.se)),
     hovertemplate: "trial %{x}<br>%{text}<extra></extra>",
+  };
+  const folds = study.spec.parallel.folds;
+  const stopped = {
+    type: "scatter", mode: "markers", name: "pruned (partial mean)",
+    x: pruned.map((p) => p.number), y: pruned.map((p) => p.value),
+    marker: { symbol: "circle-open", color: GREY, size: 7, line: { width: 1.5 } },
+    customdata: pruned.map((p) => p.number),
+    text: pruned.map((p) => prunedHover(p, folds)),
+    hovertemplate: "trial %{x}, pruned<br>%{text}<extra></extra>",
   };
   const steps = {
     type: "scatter", mode: "lines", name: "best so far", line: { color: GREEN, width: 2, shape: "hv" },
@@ -31,7 +42,27 @@ export function drawHistory(study, points, best, lastNumber) {
     xaxis: { title: { text: "trial number" }, zeroline: false },
     yaxis: { title: { text: objectiveTitle(study) }, zeroline: false },
   });
-  return draw("plot-history", [trials, steps], layout);
+  const traces = [trials, ...(pruned.length ? [stopped] : []), ...(best.number.length ? [steps] : [])];
+  return draw("plot-history", traces, layout);
+}
+
+/** "0.31 ± 0.02 over 2 of 5 folds" and the reason, wrapped: Plotly's hover box does not wrap. */
+function prunedHover(point, folds) {
+  const over = point.folds === null || point.folds === undefined ? "" : ` over ${point.folds} of ${folds} folds`;
+  return `${fmtValueSe(point.value, point.se)}${over}<br>${wrapLines(escapeMarkup(point.reason ?? "no reason stored"), 72)}`;
+}
+
+/** Plotly reads a few HTML tags in hover text; a reason is plain text. */
+const escapeMarkup = (text) => text.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;");
+
+function wrapLines(text, width) {
+  const lines = [];
+  for (const word of text.split(" ")) {
+    const last = lines.at(-1);
+    if (last !== undefined && last.length + word.length < width) lines[lines.length - 1] = `${last} ${word}`;
+    else lines.push(word);
+  }
+  return lines.join("<br>");
 }
 
 /** Parallel coordinates over every parameter plus the value, coloured by value.

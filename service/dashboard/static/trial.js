@@ -28,12 +28,19 @@ function renderHeader() {
   document.getElementById("trial-status").replaceChildren(badge(trial.status));
   const k = study.spec.parallel.folds;
   const done = new Set(trial.folds.filter((f) => f.status === "completed").map((f) => f.fold)).size;
+  const value = fmtValueSe(trial.value, trial.std_error);
+  const partial = trial.value !== null && trial.value_folds !== null && trial.value_folds !== undefined
+    && (trial.status === "pruned" || trial.value_folds < k);
   document.getElementById("cards").replaceChildren(
-    card(`${study.spec.objective.metric} ± s.e.`, fmtValueSe(trial.value, trial.std_error), { id: "card-value" }),
+    card(`${study.spec.objective.metric} ± s.e.`, partial
+      ? el("span", {}, value, el("div", { class: "sub", text: `value over ${trial.value_folds} of ${k} folds` }))
+      : value, { id: "card-value" }),
     card("Folds completed", `${done} / ${k}`),
     card("Fold attempts", String(trial.folds.length)),
     card("Wall time", trial.started_at ? fmtDuration(secondsBetween(trial.started_at, trial.finished_at)) : "—"));
   document.getElementById("trial-error").replaceChildren(...(trial.error ? [el("div", { class: "callout", text: trial.error })] : []));
+  document.getElementById("trial-pruned").replaceChildren(...(trial.status === "pruned"
+    ? [el("div", { class: "callout pruned" }, el("b", { text: "Pruned: " }), trial.pruned_reason ?? "no reason stored")] : []));
   const links = linksOf(trial, trial.has_timeline ? { "timeline (Chrome trace JSON)": `${URL_}/timeline` } : {});
   document.getElementById("links").replaceChildren(...links.map(([name, href]) => el("a", { href, text: `⤓ ${name}` })));
 }
@@ -52,8 +59,12 @@ function renderDetails() {
   document.getElementById("timings").replaceChildren(...rows.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: v })]));
 }
 
+/** Stopped by the pruning rule, or because its trial ended: the error field holds why. */
+const STOPPED = new Set(["pruned", "cancelled"]);
+
 function errorCell(fold) {
   if (!fold.error && !fold.traceback) return el("td", { class: "muted", text: "—" });
+  if (STOPPED.has(fold.status)) return el("td", {}, el("div", { class: "small reason-text", text: fold.error }));
   return el("td", {}, el("div", { class: "small", style: "color: var(--bad)", text: fold.error ?? "" }),
     fold.traceback ? el("details", {}, el("summary", { class: "small", text: "traceback" }), el("pre", { class: "trace", text: fold.traceback })) : null);
 }
@@ -63,9 +74,10 @@ function renderFolds() {
     const sps = mean(f.epochs.map((e) => e.metrics.samples_per_second).filter((v) => typeof v === "number"));
     const files = linksOf(f, f.model_saved ? { model: `${URL_}/folds/${f.fold}/model` } : {});
     const resumed = f.resumed_epochs ? ` (${f.resumed_epochs} resumed)` : "";
-    return el("tr", { "data-fold": f.fold, "data-attempt": f.attempt },
+    return el("tr", { "data-fold": f.fold, "data-attempt": f.attempt, class: STOPPED.has(f.status) ? f.status : null },
       el("td", { class: "num", text: String(f.fold) }), el("td", { class: "num", text: String(f.attempt) }),
-      el("td", {}, badge(f.status)), el("td", { class: "num", text: fmt(f.value) }),
+      el("td", {}, badge(f.status)),
+      el("td", { class: "num", title: f.status === "pruned" ? "the value it had reached when pruned" : null, text: fmt(f.value) }),
       el("td", { class: "num", title: f.checkpoint_epoch ? `last checkpoint: epoch ${f.checkpoint_epoch}` : "", text: `${f.epochs.length}${resumed}` }), el("td", { class: "num", text: fmtDuration(f.train_seconds) }),
       el("td", { class: "num", text: sps === null ? "—" : fmt(Math.round(sps)) }), el("td", { text: fmtTime(f.started_at) }),
       errorCell(f),

@@ -67,12 +67,22 @@ export class TrialTable {
 
   row(trial) {
     const link = `/dashboard/studies/${this.study.id}/trials/${trial.number}`;
-    return el("tr", { "data-trial": trial.number },
+    const pruned = trial.status === "pruned";
+    const why = trial.pruned_reason ?? trial.error ?? "";
+    return el("tr", { "data-trial": trial.number, class: pruned ? "pruned" : null },
       el("td", { class: "num" }, el("a", { href: link, text: String(trial.number) })),
-      el("td", {}, badge(trial.status)),
-      el("td", { class: "num", title: trial.error ?? "", text: fmtValueSe(trial.value, trial.std_error) }),
+      el("td", { class: pruned ? "reason" : null, title: pruned ? why : null }, badge(trial.status)),
+      el("td", { class: "num value", title: why, text: fmtValueSe(trial.value, trial.std_error) }, this.foldsNote(trial)),
       ...this.params.map((p) => el("td", { class: this.numeric(p) ? "num" : "", text: trial.params[p] === undefined ? "—" : fmt(trial.params[p], 3) })),
       el("td", { class: "num", text: trial.started_at ? fmtDuration(secondsBetween(trial.started_at, trial.finished_at)) : "—" }),
       el("td", { text: fmtTime(trial.finished_at) }));
+  }
+
+  /** "2/5 folds" under a value that rests on fewer than all K folds (a pruned trial's). */
+  foldsNote(trial) {
+    const k = this.study.spec.parallel.folds;
+    const folds = trial.value_folds;
+    if (folds === null || folds === undefined || (folds >= k && trial.status !== "pruned")) return null;
+    return el("span", { class: "value-folds", text: `${folds}/${k} folds` });
   }
 }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from foldwise.schemas import TrialStatus
+from foldwise.schemas import FoldStatus, TrialStatus
 from service.db import fold_runs as fold_repo
 from service.db import studies as study_repo
 from service.db import trials as trial_repo
@@ -12,11 +12,46 @@ from tests.service.dashboard.conftest import FOLDS, RUNNING, TRIALS, Dashboard, 
 from tests.service.study_specs import study_spec
 
 PLOTS = ["plot-history", "plot-parcoords", "plot-slices", "plot-folds", "plot-curves"]
+PRUNED = 100
+REASON = (
+    "after 2 of 3 folds: 0.91 ± 0.02 vs incumbent (trial 3) 0.12 on the same folds, worse by "
+    "0.79, more than the incumbent's worst fold lies from its mean (0.05; forgiving rule)"
+)
+FOLD_REASON = "fold 1 at epoch 2: 0.95, worse than the median 0.31 of 6 other trials' runs"
+CANCELLED = f"trial {PRUNED} ended first (pruned): {REASON}"
 
 
 def _api(dashboard: Dashboard) -> TestClient:
     """The dashboard's app in-process, as its admin (the served app's own Host is allowed)."""
     return TestClient(dashboard.app, base_url="http://127.0.0.1", headers=dashboard.headers)
+
+
+def _store_pruned_trial(dashboard: Dashboard) -> None:
+    """Trial ``PRUNED`` as the scheduler leaves one: fold 0 completed, fold 1 pruned by the
+    pruning rule, fold 2 cancelled, and the trial pruned at the mean of the first two."""
+    endings = [
+        (FoldStatus.COMPLETED, 0.87, None),
+        (FoldStatus.PRUNED, 0.95, FOLD_REASON),
+        (FoldStatus.CANCELLED, None, CANCELLED),
+    ]
+    with dashboard.app.state.sessions.begin() as session:
+        params = {"lr": 0.2, "depth": 1, "width_1": 16, "act": "tanh", "dropout": 0.4}
+        trial = trial_repo.create_trial(session, dashboard.study_id, params, number=PRUNED)
+        for fold, (status, value, error) in enumerate(endings):
+            run = fold_repo.start_fold_run(session, trial.id, fold)
+            for epoch in (1, 2):
+                fold_repo.record_epoch(session, run.id, epoch, {"val_loss": 1.2 - 0.1 * epoch})
+            fold_repo.finish_fold_run(session, run.id, status, value=value, error=error)
+        trial_repo.finish_trial(
+            session,
+            trial,
+            TrialStatus.PRUNED,
+            value=0.91,
+            std_error=0.04,
+            value_folds=2,
+            pruned_reason=REASON,
+        )
+        study_repo.touch_study(session, dashboard.study_id)
 
 
 def test_studies_page_lists_the_study_with_its_progress(page, dashboard: Dashboard) -> None:
@@ -182,3 +217,68 @@ def test_trial_page_links_the_timeline_and_checkpoints_the_api_names(
     assert page.locator("#params dt").count() == len(trial["params"])
     assert page.locator("#folds tbody tr").count() == len(trial["folds"])
     assert "±" in page.inner_text("#card-value")
+
+
+def test_a_pruned_trial_is_marked_in_the_table_and_the_history(page, dashboard: Dashboard) -> None:
+    _store_pruned_trial(dashboard)
+    open_ready(page, f"/dashboard/studies/{dashboard.study_id}")
+    row = page.locator(f"#trials tbody tr[data-trial='{PRUNED}']")
+    assert row.get_attribute("class") == "pruned"
+    assert row.locator(".badge.pruned").inner_text() == "pruned"
+    value = row.locator("td.value")
+    assert value.get_attribute("title") == REASON
+    assert value.locator(".value-folds").inner_text() == f"2/{FOLDS} folds"
+    assert "0.91 ± 0.04" in value.inner_text()
+    assert row.locator("td.reason").get_attribute("title") == REASON
+    assert page.locator("#trials tbody .value-folds").count() == 1  # the others rest on all K
+    pruned = page.evaluate(
+        "document.getElementById('plot-history').data"
+        ".find(t => t.name === 'pruned (partial mean)')"
+    )
+    assert pruned["x"] == [PRUNED] and pruned["y"] == [0.91]
+    assert pruned["marker"]["symbol"] == "circle-open" and pruned["customdata"] == [PRUNED]
+    hover = pruned["text"][0]
+    assert hover.startswith(f"0.91 ± 0.04 over 2 of {FOLDS} folds<br>after 2 of 3 folds:")
+    assert "forgiving rule)" in hover and all(len(line) <= 80 for line in hover.split("<br>"))
+    legend = page.locator("#plot-history .legendtext").all_text_contents()
+    assert "pruned (partial mean)" in legend
+    completed = page.evaluate("document.getElementById('plot-history').data[0].x")
+    assert PRUNED not in completed
+    assert "1 pruned trial at the mean of the folds they ran" in page.inner_text("#history-note")
+    page.select_option("#filter-status", "pruned")
+    page.wait_for_function("document.querySelectorAll('#trials tbody tr').length == 1")
+    assert page.locator("#trials tbody tr").get_attribute("data-trial") == str(PRUNED)
+
+
+def test_a_pruned_trial_arrives_in_the_history_while_the_page_is_live(
+    page, dashboard: Dashboard
+) -> None:
+    open_ready(page, f"/dashboard/studies/{dashboard.study_id}")
+    assert page.evaluate("document.getElementById('plot-history').data.length") == 2
+    _store_pruned_trial(dashboard)
+    page.wait_for_function(
+        "document.getElementById('plot-history').data"
+        f".some(t => t.name === 'pruned (partial mean)' && t.x.includes({PRUNED}))"
+    )
+    page.wait_for_selector(f"#trials tbody tr.pruned[data-trial='{PRUNED}']")
+
+
+def test_trial_page_shows_why_a_trial_and_its_folds_were_pruned(
+    page, dashboard: Dashboard
+) -> None:
+    _store_pruned_trial(dashboard)
+    open_ready(page, f"/dashboard/studies/{dashboard.study_id}/trials/{PRUNED}")
+    assert page.inner_text("#trial-status") == "pruned"
+    assert page.inner_text("#trial-pruned .callout.pruned") == f"Pruned: {REASON}"
+    assert page.inner_text("#trial-error") == ""
+    card = page.inner_text("#card-value")
+    assert "0.91 ± 0.04" in card and f"value over 2 of {FOLDS} folds" in card
+    pruned = page.locator("#folds tbody tr.pruned")
+    assert pruned.get_attribute("data-fold") == "1"
+    assert pruned.locator(".badge.pruned").count() == 1
+    assert pruned.locator(".reason-text").inner_text() == FOLD_REASON
+    assert "0.95" in pruned.inner_text()
+    cancelled = page.locator("#folds tbody tr.cancelled")
+    assert cancelled.get_attribute("data-fold") == "2"
+    assert cancelled.locator(".reason-text").inner_text() == CANCELLED
+    assert page.locator("#folds tbody tr[data-fold='0'] .badge.completed").count() == 1
