@@ -1,0 +1,61 @@
+"""benchmarks/racing.py: its modes, and the paired figures it prints."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.racing import Run, parse_args, parse_mode, summarise
+
+
+def run(mode: str, seed: int, fold_epochs: int, best: float, reached_at: float) -> Run:
+    return Run(
+        "digits",
+        "gp",
+        mode,
+        seed,
+        wall=100.0,
+        utilisation=0.9,
+        fold_epochs=fold_epochs,
+        trials=10,
+        pruned=5 if mode != "off" else 0,
+        best=best,
+        completed=[(reached_at / 2, best + 0.1), (reached_at, best)],
+        epoch_ends=[float(t) for t in range(fold_epochs)],
+    )
+
+
+def test_modes_are_named_or_spelled_out_section_by_section() -> None:
+    assert parse_mode("racing")["racing"] == {"rule": "forgiving"}
+    assert parse_mode("off") == {"racing": {"rule": "off"}, "pruning": {"rule": "off"}}
+    assert parse_mode("racing:ttest:alpha=0.05+pruning:asha:eta=2") == {
+        "racing": {"rule": "ttest", "alpha": 0.05},
+        "pruning": {"rule": "asha", "eta": 2},
+    }
+    with pytest.raises(ValueError, match="racing|pruning"):
+        parse_mode("hyperband")
+    with pytest.raises(SystemExit):
+        parse_args(["--modes", "racing"])  # every ratio is to full CV: off must be there
+
+
+def test_a_run_reaches_a_target_when_a_completed_trial_is_as_good() -> None:
+    done = run("racing", 0, fold_epochs=100, best=0.2, reached_at=40.0)
+    assert done.reach(0.25) == (40.0, 41)  # seconds, and fold-epochs ended by then
+    assert done.reach(0.3) == (20.0, 21)
+    assert done.reach(0.1) is None
+
+
+def test_figures_are_paired_by_seed_with_full_cv() -> None:
+    runs = [
+        run("off", 0, 400, 0.20, 80.0),
+        run("racing", 0, 200, 0.20, 40.0),
+        run("off", 1, 300, 0.30, 60.0),
+        run("racing", 1, 100, 0.25, 30.0),
+    ]
+    [off, racing] = summarise(runs)["digits"]
+    assert (off.mode, racing.mode) == ("off", "racing")
+    names = ["runs", "epochs", "saved", "wall", "reached", "time"]
+    cells = dict(zip(names, racing.cells[: len(names)], strict=True))
+    assert cells["epochs"] == "150" and cells["saved"] == "2.45x"  # sqrt(2 x 3)
+    assert cells["reached"] == "2/2" and cells["time"] == "2.00x"
+    assert racing.cells[-4] == "0.2250 ± 0.0250"
+    assert racing.cells[-3].startswith("-0.0250 ± 0.0250 (p ")
