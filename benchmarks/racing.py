@@ -14,6 +14,7 @@ trials pruned and the fold-slot utilisation.
     .venv/bin/python -m benchmarks.racing --tasks digits --seeds 3 --trials 8   # a smoke run
     .venv/bin/python -m benchmarks.racing --modes off,racing:ttest,pruning:asha:eta=2
     .venv/bin/python -m benchmarks.racing --save runs.json    # then --load runs.json: tables again
+    .venv/bin/python -m benchmarks.racing --first-seed 10 --save more.json  # seeds 10 to 19
     .venv/bin/python -m benchmarks.racing --spec examples/digits.yaml --optimizers gp --seeds 3
 """
 
@@ -249,7 +250,7 @@ async def run_all(args: argparse.Namespace) -> list[Run]:
         try:
             for task in args.tasks:
                 await _warm_up(executor, db, task, args)
-                for seed in range(args.seeds):
+                for seed in range(args.first_seed, args.first_seed + args.seeds):
                     for optimizer in args.optimizers:
                         for mode in args.modes:  # side by side: machine noise hits all
                             document = study_document(task, optimizer, seed, mode, args)
@@ -389,6 +390,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--optimizers", default="random,gp", type=lambda s: s.split(","))
     parser.add_argument("--modes", default=",".join(MODES), type=lambda s: s.split(","))
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument(
+        "--first-seed", type=int, default=0, help="seeds run from here: extend an earlier --save"
+    )
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--trial-groups", type=int, default=2)
     parser.add_argument("--cpus-per-worker", type=float, default=0.5)
@@ -397,7 +401,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--spec", help="run this study document (e.g. examples/digits.yaml) instead of the tasks"
     )
     parser.add_argument("--save", help="write every run's record to this JSON file")
-    parser.add_argument("--load", help="print the tables of runs saved with --save")
+    parser.add_argument(
+        "--load", nargs="+", help="print the tables of the runs saved with --save in these files"
+    )
     args = parser.parse_args(argv)
     if args.spec:
         args.tasks = [Path(args.spec).stem]
@@ -417,7 +423,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.load:
-        runs = [Run(**row) for row in json.loads(Path(args.load).read_text())]
+        runs = [Run(**row) for path in args.load for row in json.loads(Path(path).read_text())]
     else:
         runs = asyncio.run(run_all(args))
     print_tables(summarise(runs), runs, args.trial_groups)

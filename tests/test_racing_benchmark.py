@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
+
 import pytest
 
-from benchmarks.racing import Run, parse_args, parse_mode, summarise
+from benchmarks.racing import Run, main, parse_args, parse_mode, summarise
 
 
 def run(mode: str, seed: int, fold_epochs: int, best: float, reached_at: float) -> Run:
@@ -59,3 +62,12 @@ def test_figures_are_paired_by_seed_with_full_cv() -> None:
     assert cells["reached"] == "2/2" and cells["time"] == "2.00x"
     assert racing.cells[-4] == "0.2250 ± 0.0250"
     assert racing.cells[-3].startswith("-0.0250 ± 0.0250 (p ")
+
+
+def test_tables_are_printed_from_several_saved_files(tmp_path, capsys) -> None:
+    first, more = tmp_path / "runs.json", tmp_path / "more.json"
+    first.write_text(json.dumps([asdict(run("off", 0, 400, 0.2, 80.0))]))
+    more.write_text(json.dumps([asdict(run("racing", 0, 200, 0.2, 40.0))]))
+    main(["--load", str(first), str(more)])
+    table = capsys.readouterr().out
+    assert "| gp | racing | - | 200 | 2.00x |" in table
