@@ -415,8 +415,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parse_mode(mode)
         except ValueError as exc:
             parser.error(str(exc))
-    if "off" not in args.modes:
-        parser.error("the modes must include off: every ratio is to full CV")
+    if "off" not in args.modes and not (args.save or args.load):
+        parser.error(
+            "the modes must include off (every ratio is to full CV), or --save the runs to "
+            "--load them with a file that has the off runs of the same seeds"
+        )
     return args
 
 

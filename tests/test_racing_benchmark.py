@@ -38,6 +38,7 @@ def test_modes_are_named_or_spelled_out_section_by_section() -> None:
         parse_mode("hyperband")
     with pytest.raises(SystemExit):
         parse_args(["--modes", "racing"])  # every ratio is to full CV: off must be there
+    assert parse_args(["--modes", "pruning", "--save", "more.json"]).modes == ["pruning"]
 
 
 def test_a_run_reaches_a_target_when_a_completed_trial_is_as_good() -> None:
