@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from foldwise.schemas import Role
 from service.app import create_app
 from service.config import Settings
+from service.db.engine import SessionRunner
 from service.db.schema import upgrade_database
 from service.token_admin import create_token
 
@@ -38,3 +39,12 @@ def api(database_url: str) -> Iterator[TestClient]:
     """The API as an admin sees it."""
     with signed_in_client(database_url) as client:
         yield client
+
+
+@pytest.fixture
+def db(database_url: str) -> Iterator[SessionRunner]:
+    """A migrated, empty database on each backend, as the scheduler's session runner."""
+    upgrade_database(database_url)
+    runner = SessionRunner(database_url, limit=2)
+    yield runner
+    runner.engine.dispose()

@@ -4,7 +4,6 @@ runs anything: a trial left unfinished whose finished folds are clearly worse is
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 
@@ -15,21 +14,12 @@ from service.db import studies as study_repo
 from service.db import trials as trial_repo
 from service.db.engine import SessionRunner
 from service.db.models import TrialRow
-from service.db.schema import upgrade_database
 from service.executor import RayExecutor
 from service.scheduler.store import SchedulerStore
 from service.scheduler.study_runner import StudyRunner
 from tests.service.study_specs import study_spec
 
 INCUMBENT = [0.30, 0.32, 0.40]  # fold values of the completed trial 0
-
-
-@pytest.fixture
-def db(database_url: str) -> Iterator[SessionRunner]:
-    upgrade_database(database_url)
-    runner = SessionRunner(database_url, limit=2)
-    yield runner
-    runner.engine.dispose()
 
 
 def _stored_study(db: SessionRunner, second_trial_folds: list[float]) -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -15,14 +14,6 @@ from service.db.schema import upgrade_database
 from service.scheduler.lease import LeaseLost, SchedulerLease
 
 NAME = "scheduler"
-
-
-@pytest.fixture
-def db(database_url: str) -> Iterator[SessionRunner]:
-    upgrade_database(database_url)
-    runner = SessionRunner(database_url, limit=2)
-    yield runner
-    runner.engine.dispose()
 
 
 def _write(db: SessionRunner, work):
