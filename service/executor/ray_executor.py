@@ -22,6 +22,7 @@ import ray
 from service.cluster_fit import NodeCapacity
 from service.executor.failures import FoldFailed, fold_failure
 from service.executor.pool import WorkerGroup, WorkerPool
+from service.executor.ray_init import init_ray
 from service.metrics import FOLD_QUEUE_WAIT
 from trainers.job import FoldJob, trained_seconds
 
@@ -89,11 +90,8 @@ class RayExecutor:
             kwargs["address"] = self.address
         else:  # "local" always starts a new Ray, never attaching to one found on the machine
             kwargs.update(address="local", num_cpus=self.num_cpus)
-        _quiet_ray_startup_warnings()
         try:
-            await asyncio.wait_for(
-                asyncio.to_thread(_init_ray_without_settings, **kwargs), CONNECT_TIMEOUT_S
-            )
+            await asyncio.wait_for(asyncio.to_thread(init_ray, **kwargs), CONNECT_TIMEOUT_S)
         except TimeoutError as err:
             raise RuntimeError(
                 f"could not start or join Ray at {self.address or 'local'} "
@@ -328,21 +326,3 @@ async def _collect_errors(tasks: list[asyncio.Task], queue: asyncio.Queue) -> di
         if kind == "end" and payload is not None:
             errors[rank] = payload
     return errors
-
-
-def _init_ray_without_settings(**kwargs: Any) -> None:
-    """``ray.init`` with the service's settings (``FOLDWISE_*``, the database URL among them)
-    out of the environment: a local Ray's processes, and so its workers, inherit it, and task
-    code runs there. Workers never hold database credentials."""
-    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("FOLDWISE_")}
-    try:
-        ray.init(**kwargs)
-    finally:
-        os.environ.update(saved)
-
-
-def _quiet_ray_startup_warnings() -> None:
-    """ray.init from a worker thread warns that it cannot install a SIGTERM handler: intended."""
-    logging.getLogger("ray._private.worker").addFilter(
-        lambda record: "SIGTERM handler" not in record.getMessage()
-    )
