@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 from typing import Annotated, Any
 
 import typer
@@ -124,6 +125,9 @@ def serve(
     except OutdatedSchema as exc:
         fail(str(exc))
     _log_service_events()
+    # uvicorn stops gracefully on SIGTERM, then raises it again under the handler it found:
+    # this one makes that a clean exit (0), as a stop on Ctrl-C already is.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     uvicorn.run(
         create_app,
         factory=True,
@@ -131,6 +135,10 @@ def serve(
         port=settings.port,
         access_log=settings.access_log,
     )
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 @app.command()
