@@ -1,8 +1,7 @@
-"""Fold checkpoints and saved models on disk, keyed by study, trial and fold (DESIGN §6).
+"""Fold checkpoints and saved models: their names, keys (study, trial, fold) and fingerprints.
 
-Rank 0 writes; files are replaced atomically, so a worker killed mid-write leaves the previous
-checkpoint intact. On a cluster the artifact root must be storage that every worker node and the
-service see at the same path (NFS, a shared volume): workers write, the service reads.
+Rank 0 writes them through ``trainers.fold_artifacts``: files replaced atomically in a directory,
+or bytes a Ray worker hands to the service's artifact store (no shared storage on a cluster).
 """
 
 from __future__ import annotations
@@ -24,14 +23,24 @@ MODEL_FILE = "model.pt"
 """The fold's trained model: {task, params, fold, epoch, metrics, state_dict}."""
 
 
+def study_artifact_key(study_id: int) -> str:
+    """The key under which every artifact of one study lives, relative to the artifact root."""
+    return f"study-{study_id}"
+
+
+def fold_artifact_key(study_id: int, trial_number: int, fold: int) -> str:
+    """The key under which one fold of one trial keeps its checkpoint and model."""
+    return f"{study_artifact_key(study_id)}/trial-{trial_number}/fold-{fold}"
+
+
 def study_artifact_dir(root: str | Path, study_id: int) -> Path:
-    """Where every artifact of one study lives, under the artifact root."""
-    return Path(root) / f"study-{study_id}"
+    """Where every artifact of one study lives, under a local artifact root."""
+    return Path(root) / study_artifact_key(study_id)
 
 
 def fold_artifact_dir(root: str | Path, study_id: int, trial_number: int, fold: int) -> Path:
-    """Where one fold of one trial keeps its checkpoint and model, under the artifact root."""
-    return study_artifact_dir(root, study_id) / f"trial-{trial_number}" / f"fold-{fold}"
+    """Where one fold of one trial keeps its checkpoint and model, under a local root."""
+    return Path(root) / fold_artifact_key(study_id, trial_number, fold)
 
 
 def job_fingerprint(job: FoldJob) -> str:
@@ -50,15 +59,8 @@ def save_atomic(obj: Any, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def load_checkpoint(directory: Path, fingerprint: str) -> dict[str, Any] | None:
-    """The checkpoint in `directory` if one exists and was written by the same job."""
-    path = directory / CHECKPOINT_FILE
-    if not path.is_file():
-        return None
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception:  # unreadable (a foreign or damaged file): train from scratch instead
-        return None
+def matching_checkpoint(state: dict[str, Any] | None, fingerprint: str) -> dict[str, Any] | None:
+    """``state`` if it is a checkpoint written by the job with ``fingerprint``, else None."""
     if not isinstance(state, dict) or state.get("fingerprint") != fingerprint:
         return None
     return state

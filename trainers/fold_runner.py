@@ -1,30 +1,24 @@
 """Run one fold of one trial as a DDP job and yield its metrics once per epoch (DESIGN §6).
 
 Every rank runs `run_fold` with the same job and yields the same all-reduced metrics, so every
-rank makes the same early-stopping decision. With a checkpoint directory, rank 0 writes a
-checkpoint every `checkpoint_every` epochs and the fold's model at the end; a resumed attempt
-first re-yields the checkpoint's epochs (marked `restored: 1`) and then continues after them.
+rank makes the same early-stopping decision. When the job keeps artifacts, rank 0 keeps a
+checkpoint every `checkpoint_every` epochs and the fold's model at the end (in a directory, or as
+bytes for its caller: ``trainers.fold_artifacts``); a resumed attempt first re-yields the
+checkpoint's epochs (marked `restored: 1`) and then continues after them.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from trainers.checkpoint import (
-    CHECKPOINT_FILE,
-    MODEL_FILE,
-    clear_fold_dir,
-    job_fingerprint,
-    load_checkpoint,
-    save_atomic,
-)
+from trainers.checkpoint import job_fingerprint, matching_checkpoint
 from trainers.ddp import broadcast_object, process_group, resolve_device
+from trainers.fold_artifacts import BaseFoldArtifacts, DirectoryArtifacts
 from trainers.fold_training import FoldTraining, TrainingDiverged
 from trainers.job import FoldJob
 from trainers.monitor import ResourceMonitor
@@ -44,6 +38,7 @@ def run_fold(
     data: tuple[np.ndarray, np.ndarray] | None = None,
     num_threads: int | None = None,
     stop_requested: Callable[[], bool] | None = None,
+    artifacts: BaseFoldArtifacts | None = None,
 ) -> Iterator[dict[str, float]]:
     """Train `job`'s fold as rank `rank` of `job.world_size`; yield per-epoch metrics.
 
@@ -51,9 +46,15 @@ def run_fold(
     intra-op threads to this worker's CPU share. `stop_requested` is asked at the end of each
     epoch: once it says yes on any rank, every rank yields that epoch marked `stopped: 1` and
     returns (no model is saved). The process group is always destroyed on exit.
+    `artifacts` is where rank 0 keeps its checkpoint and model: needed with `job.artifact_key`,
+    a directory by default with `job.checkpoint_dir`; other ranks never use it.
     """
     if not 0 <= rank < job.world_size:
         raise ValueError(f"rank must be in [0, {job.world_size}), got {rank}")
+    if rank == 0 and artifacts is None and job.keeps_artifacts:
+        if job.checkpoint_dir is None:
+            raise ValueError("a job with an artifact_key needs the artifacts to keep them in")
+        artifacts = DirectoryArtifacts(job.checkpoint_dir)
     task = resolve_task(job.task)
     X, y = data if data is not None else task.load_data(job.options)
     if num_threads is not None:
@@ -71,7 +72,8 @@ def run_fold(
     ):
         training = FoldTraining(job, task, X, y, rank, dev)
         try:
-            yield from _FoldLoop(job, training, rank).epochs(monitor, stop_requested)
+            loop = _FoldLoop(job, training, rank, artifacts if rank == 0 else None)
+            yield from loop.epochs(monitor, stop_requested)
         finally:
             training.release_ddp()  # before the process group goes: see release_ddp
 
@@ -79,7 +81,13 @@ def run_fold(
 class _FoldLoop:
     """The epoch loop: early stopping, the best epoch's weights, checkpoints and the model."""
 
-    def __init__(self, job: FoldJob, training: FoldTraining, rank: int) -> None:
+    def __init__(
+        self,
+        job: FoldJob,
+        training: FoldTraining,
+        rank: int,
+        artifacts: BaseFoldArtifacts | None,
+    ) -> None:
         self.job, self.training, self.rank = job, training, rank
         self.stopper = make_stopper(
             job.stopping_rule,
@@ -87,8 +95,9 @@ class _FoldLoop:
             patience=job.patience,
             min_delta=job.min_delta,
         )
-        self.directory = Path(job.checkpoint_dir) if job.checkpoint_dir else None
-        self.writes = self.directory is not None and rank == 0
+        self.keeps = job.keeps_artifacts
+        self.artifacts = artifacts
+        self.writes = artifacts is not None
         self.history: list[dict[str, float]] = []
         self.best: tuple[float, dict[str, float], dict[str, Any]] | None = None
 
@@ -103,7 +112,7 @@ class _FoldLoop:
                 yield metrics
                 return
             stop = self._record(metrics)
-            if self.directory is not None:
+            if self.keeps:
                 if stop or epoch + 1 == self.job.epochs:
                     metrics["model_saved"] = 1.0
                     self._save_model()
@@ -134,14 +143,15 @@ class _FoldLoop:
 
     def _restore(self) -> list[dict[str, float]]:
         """On a resumed attempt, load rank 0's checkpoint on every rank; else start clean."""
-        if self.directory is None:
+        if not self.keeps:
             return []
         state = None
-        if self.rank == 0:
+        if self.artifacts is not None:
             if self.job.resume:
-                state = load_checkpoint(self.directory, job_fingerprint(self.job))
+                found = self.artifacts.load_checkpoint()
+                state = matching_checkpoint(found, job_fingerprint(self.job))
             else:
-                clear_fold_dir(self.directory)
+                self.artifacts.clear()
         state = broadcast_object(state, self.training.device)
         if state is None:
             return []
@@ -156,7 +166,7 @@ class _FoldLoop:
         self.stopper.should_stop(metrics[self.job.objective_metric])
 
     def _save_checkpoint(self) -> None:
-        if not self.writes:
+        if self.artifacts is None:
             return
         state = {
             "fingerprint": job_fingerprint(self.job),
@@ -164,11 +174,11 @@ class _FoldLoop:
             "training": self.training.state(),
             "best": self.best,
         }
-        save_atomic(state, self.directory / CHECKPOINT_FILE)
+        self.artifacts.save_checkpoint(state)
 
     def _save_model(self) -> None:
         """Write the fold's model (best or last epoch's weights) and drop the checkpoint."""
-        if not self.writes:
+        if self.artifacts is None:
             return
         if self.best is not None:
             _, metrics, weights = self.best
@@ -182,5 +192,4 @@ class _FoldLoop:
             "metrics": metrics,
             "state_dict": weights,
         }
-        save_atomic(model, self.directory / MODEL_FILE)
-        (self.directory / CHECKPOINT_FILE).unlink(missing_ok=True)
+        self.artifacts.save_model(model)

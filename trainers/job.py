@@ -23,7 +23,9 @@ class FoldJob:
 
     With `checkpoint_dir` set, rank 0 writes a checkpoint there every `checkpoint_every` epochs
     (0: never) and the fold's model when it ends; `resume` (a retried attempt) continues from the
-    checkpoint found there instead of epoch 0.
+    checkpoint found there instead of epoch 0. `artifact_key` (the service's key of the fold in
+    its artifact store) does the same, with the checkpoint and model handed to the caller
+    (``trainers.fold_artifacts.BufferedArtifacts``) instead of written here.
     """
 
     task: str
@@ -46,6 +48,7 @@ class FoldJob:
     options: dict[str, Any] = field(default_factory=dict)
     trial_key: str = ""
     checkpoint_dir: str | None = None
+    artifact_key: str | None = None
     checkpoint_every: int = 0
     resume: bool = False
     monitor: bool = True
@@ -72,6 +75,12 @@ class FoldJob:
             self.checkpoint_every >= 0,
             f"checkpoint_every must be >= 0, got {self.checkpoint_every}",
         )
+
+    @property
+    def keeps_artifacts(self) -> bool:
+        """Whether rank 0 checkpoints and saves the model (every rank must know: the restored
+        checkpoint is broadcast)."""
+        return self.checkpoint_dir is not None or self.artifact_key is not None
 
     @property
     def per_rank_batch(self) -> int:

@@ -14,9 +14,10 @@ from trainers.checkpoint import (
     MODEL_FILE,
     fold_artifact_dir,
     job_fingerprint,
-    load_checkpoint,
+    matching_checkpoint,
 )
 from trainers.ddp import free_port
+from trainers.fold_artifacts import BufferedArtifacts, DirectoryArtifacts
 from trainers.fold_runner import run_fold
 from trainers.job import FoldJob
 from trainers.task import resolve_task
@@ -40,9 +41,14 @@ def _job(directory: Path, **overrides: Any) -> FoldJob:
     return FoldJob(**{**fields, **overrides})
 
 
-def _run(job: FoldJob, stop_after: int | None = None) -> list[dict[str, float]]:
+def _run(
+    job: FoldJob, stop_after: int | None = None, artifacts: Any = None
+) -> list[dict[str, float]]:
     epochs = []
-    for metrics in run_fold(job, rank=0, master_addr="127.0.0.1", master_port=free_port()):
+    port = free_port()
+    for metrics in run_fold(
+        job, rank=0, master_addr="127.0.0.1", master_port=port, artifacts=artifacts
+    ):
         epochs.append(metrics)
         if stop_after is not None and len(epochs) == stop_after:
             break  # the worker "dies" here: the generator is closed mid-fold
@@ -89,8 +95,8 @@ def test_a_fresh_attempt_ignores_and_clears_what_an_earlier_run_left(tmp_path: P
 def test_a_checkpoint_of_another_job_is_not_resumed(tmp_path: Path) -> None:
     _run(_job(tmp_path), stop_after=2)
     other = _job(tmp_path, params={"lr": 0.03, "width": 12}, resume=True)
-    assert load_checkpoint(tmp_path, job_fingerprint(other)) is None
-    assert load_checkpoint(tmp_path, job_fingerprint(_job(tmp_path))) is not None
+    assert _checkpoint_of(tmp_path, job_fingerprint(other)) is None
+    assert _checkpoint_of(tmp_path, job_fingerprint(_job(tmp_path))) is not None
     assert [m.get("restored") for m in _run(other)] == [None] * 4
 
 
@@ -109,4 +115,27 @@ def test_artifact_dirs_are_keyed_by_study_trial_and_fold(tmp_path: Path) -> None
 def test_a_damaged_checkpoint_is_ignored(tmp_path: Path) -> None:
     (tmp_path / CHECKPOINT_FILE).write_bytes(b"not a checkpoint")
     job = _job(tmp_path, resume=True)
-    assert load_checkpoint(tmp_path, job_fingerprint(job)) is None
+    assert _checkpoint_of(tmp_path, job_fingerprint(job)) is None
+
+
+def _checkpoint_of(directory: Path, fingerprint: str) -> dict[str, Any] | None:
+    return matching_checkpoint(DirectoryArtifacts(directory).load_checkpoint(), fingerprint)
+
+
+def test_buffered_artifacts_hand_over_what_rank_0_saved_and_resume_from_it(tmp_path) -> None:
+    """A Ray worker's way: no file written; the checkpoint and model come out as bytes, and a
+    retried attempt given the checkpoint's bytes continues where it left off."""
+    job = _job(tmp_path / "unused", checkpoint_dir=None, artifact_key="study-1/trial-0/fold-0")
+    first = BufferedArtifacts()
+    _run(job, stop_after=2, artifacts=first)
+    shipped = first.take()
+    assert [name for name, _ in shipped] == [CHECKPOINT_FILE, CHECKPOINT_FILE]
+    assert first.take() == []
+    resumed = BufferedArtifacts(restore=shipped[-1][1])
+    epochs = _run(FoldJob(**{**job.__dict__, "resume": True}), artifacts=resumed)
+    assert [m.get("restored") for m in epochs] == [1.0, 1.0, None, None]
+    names = [name for name, _ in resumed.take()]
+    assert names == [CHECKPOINT_FILE, MODEL_FILE]
+    assert not (tmp_path / "unused").exists()
+    with pytest.raises(ValueError, match="artifact_key needs the artifacts"):
+        _run(job)
