@@ -104,6 +104,11 @@ class Study(_Out):
     stop_requested: bool = Field(
         False, description="A stop was asked for; the scheduler is carrying it out"
     )
+    waiting: str | None = Field(
+        None,
+        description="Why the study has fold runs ready that do not start (the cluster's "
+        "resources are in use), or null",
+    )
     progress: Progress
     best_trial: TrialSummary | None = None
 
@@ -111,6 +116,15 @@ class Study(_Out):
 class EpochMetrics(_Out):
     epoch: int
     metrics: dict[str, float]
+
+
+class RankPlacement(_Out):
+    """Where one rank of a fold run ran."""
+
+    rank: int
+    node_id: str = Field(..., description="The Ray node's id")
+    node_ip: str | None = None
+    gpu_ids: list[str] = Field(default_factory=list, description="GPUs Ray gave the rank")
 
 
 class FoldRun(_Out):
@@ -123,6 +137,9 @@ class FoldRun(_Out):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     train_seconds: float | None = Field(None, description="Time inside training epochs")
+    placement: list[RankPlacement] | None = Field(
+        None, description="The node (and GPUs) each rank ran on; null until placed"
+    )
     epochs: list[EpochMetrics] = Field(default_factory=list)
 
     @computed_field(

@@ -268,6 +268,13 @@ class StudySpec(_Strict):
     budget: Budget
     parallel: Parallel = Field(default_factory=Parallel)
     resources: Resources = Field(default_factory=Resources)
+    priority: float = Field(
+        1.0,
+        gt=0,
+        le=1000,
+        description="The study's weight when running studies share a full cluster: one of "
+        "priority 2 gets twice the fold runs of one of priority 1",
+    )
     trainer: TrainerSpec
     early_stopping: EarlyStopping | None = None
     racing: Racing = Field(default_factory=Racing)

@@ -111,12 +111,15 @@ def _freeze_startup_objects() -> None:
 async def _start_scheduler(
     store: SchedulerStore, lease: SchedulerLease, settings: Settings
 ) -> tuple[object, Scheduler]:
+    from service.artifact_store import artifact_store
     from service.executor import RayExecutor
 
     executor = RayExecutor(
         address=settings.ray_address,
         num_cpus=settings.ray_num_cpus,
         max_idle_groups=settings.max_idle_worker_groups,
+        task_modules=settings.task_modules,
+        artifacts=artifact_store(settings.artifact_dir),
     )
     await executor.start()
     scheduler = Scheduler(store, executor, lease, poll_seconds=settings.poll_seconds)

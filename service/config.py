@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 from functools import lru_cache
-from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
@@ -38,7 +38,11 @@ class Settings(BaseSettings):
     max_idle_worker_groups: int = Field(8, ge=0, description="Warm DDP worker groups kept idle")
     scheduler_enabled: bool = Field(True, description="Run studies; off for a read-only API")
     poll_seconds: float = Field(1.0, gt=0, description="How often the scheduler looks for work")
-    artifact_dir: Path = Path("./foldwise-artifacts")
+    artifact_dir: str = Field(
+        "./foldwise-artifacts",
+        description="Where fold checkpoints and models are kept: a local directory or an fsspec "
+        "URL (s3://bucket/prefix); only the service writes there, workers send through Ray",
+    )
     api_db_connections: int = Field(
         32, ge=1, le=256, description="Database work the API runs at once (its pool's size)"
     )
@@ -72,6 +76,11 @@ class Settings(BaseSettings):
     scheduler_lease_seconds: float = Field(
         15.0, ge=2, le=600, description="How long the scheduling instance's lease lasts unrenewed"
     )
+
+    @field_validator("artifact_dir", mode="before")
+    @classmethod
+    def _path_as_text(cls, value: Any) -> Any:
+        return os.fspath(value) if isinstance(value, os.PathLike) else value
 
     @field_validator("allowed_hosts", "task_modules", mode="before")
     @classmethod

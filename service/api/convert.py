@@ -43,6 +43,7 @@ def _study_out(
         error=row.error,
         owner=row.owner,
         stop_requested=row.stop_requested and not row.status.finished,
+        waiting=None if row.status.finished else row.waiting,
         progress=progress,
         best_trial=None if best is None else trial_summary(best),
     )
@@ -68,5 +69,6 @@ def fold_run_out(run: FoldRunRow) -> schemas.FoldRun:
         started_at=run.started_at,
         finished_at=run.finished_at,
         train_seconds=run.train_seconds,
+        placement=run.placement,
         epochs=[schemas.EpochMetrics(epoch=e.epoch, metrics=e.metrics) for e in run.epochs],
     )

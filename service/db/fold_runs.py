@@ -39,6 +39,13 @@ def record_epoch(session: Session, fold_run_id: int, epoch: int, metrics: dict[s
         session.add(EpochMetricRow(fold_run_id=fold_run_id, epoch=epoch, metrics=metrics))
 
 
+def record_placement(session: Session, fold_run_id: int, placement: list[dict[str, Any]]) -> None:
+    """Where the run's ranks were placed (the first time it is known)."""
+    run = session.get(FoldRunRow, fold_run_id)
+    if run is not None and run.placement is None:
+        run.placement = placement
+
+
 def finish_fold_run(
     session: Session,
     fold_run_id: int,

@@ -88,6 +88,8 @@ class StudyRow(Base):
     finished_at: Mapped[datetime | None]
     error: Mapped[str | None] = mapped_column(Text)
     stop_requested: Mapped[bool] = mapped_column(default=False)
+    waiting: Mapped[str | None] = mapped_column(Text)
+    """Why a running study has folds ready that do not start (the cluster is full), or None."""
     delete_requested: Mapped[bool] = mapped_column(default=False, server_default=false())
     """Asked for and not yet carried out by the scheduler: the study is gone to every reader."""
     owner: Mapped[str | None] = mapped_column(String(64))
@@ -155,6 +157,8 @@ class FoldRunRow(Base):
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
     train_seconds: Mapped[float | None] = mapped_column(Float)
+    placement: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    """Where each rank ran: [{rank, node_id, node_ip, gpu_ids}], once its workers were placed."""
 
     trial: Mapped[TrialRow] = relationship(back_populates="fold_runs")
     epochs: Mapped[list[EpochMetricRow]] = relationship(

@@ -146,6 +146,7 @@ def mark_study(
         study.started_at = now
     if status.finished:
         study.finished_at = now
+        study.waiting = None
     if error is not None:
         study.error = error
 

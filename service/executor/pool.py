@@ -31,13 +31,15 @@ EVICT_AFTER_S = 1.0
 
 @dataclass
 class WorkerGroup:
-    """N_W actors in one placement group; `master` is rank 0's (ip, port) for the next run."""
+    """N_W actors in one placement group; `master` is rank 0's (ip, port) for the next run;
+    `placement` says where each rank runs ({rank, node_id, node_ip, gpu_ids})."""
 
     id: int
     shape: Shape
     pg: PlacementGroup
     actors: list[Any]
     master: tuple[str, int] = ("", 0)
+    placement: list[dict[str, Any]] = field(default_factory=list)
     runs: int = 0
     idle_since: float = field(default_factory=time.monotonic)
 
@@ -152,9 +154,14 @@ class WorkerPool:
             ready.cancel()
 
     async def _refresh_master(self, group: WorkerGroup) -> None:
-        """Check every actor answers (new ones finish starting) and pick rank 0's port."""
-        addresses = await asyncio.gather(*(a.address.remote() for a in group.actors))
-        group.master = addresses[0]
+        """Check every actor answers (new ones finish starting), see where each runs and pick
+        rank 0's port."""
+        ranks = await asyncio.gather(*(a.placement.remote() for a in group.actors))
+        group.master = ranks[0]["node_ip"], ranks[0]["port"]
+        group.placement = [
+            {"rank": rank, **{k: v for k, v in where.items() if k != "port"}}
+            for rank, where in enumerate(ranks)
+        ]
 
     @staticmethod
     def _kill(group: WorkerGroup) -> None:

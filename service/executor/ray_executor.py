@@ -19,10 +19,13 @@ from typing import Any
 
 import ray
 
+from service.artifact_store import ArtifactStore
 from service.cluster_fit import NodeCapacity
+from service.executor.code_shipping import task_module_paths
 from service.executor.failures import FoldFailed, fold_failure
 from service.executor.pool import WorkerGroup, WorkerPool
 from service.executor.ray_init import init_ray
+from service.executor.worker import ARTIFACTS_KEY
 from service.metrics import FOLD_QUEUE_WAIT
 from trainers.job import FoldJob, trained_seconds
 
@@ -43,9 +46,11 @@ _RUN_KEYS = itertools.count(1)
 
 @dataclasses.dataclass
 class FoldRunStats:
-    """Timings of one fold run: `overhead_seconds` is what the executor adds around training."""
+    """Timings of one fold run: `overhead_seconds` is what the executor adds around training;
+    `placement` is where its ranks ran ({rank, node_id, node_ip, gpu_ids}), once placed."""
 
     world_size: int
+    placement: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     cold: bool = False
     epochs: int = 0
     acquire_seconds: float = 0.0
@@ -58,7 +63,13 @@ class FoldRunStats:
 
 
 class RayExecutor:
-    """Runs fold runs on a local Ray or a cluster (`address="host:6379"`), reusing warm workers."""
+    """Runs fold runs on a local Ray or a cluster (`address="host:6379"`), reusing warm workers.
+
+    `task_modules` are the packages user tasks may come from: their code is shipped to every
+    worker through Ray's runtime environment (`py_modules`), so no node needs it on disk.
+    With `artifacts`, fold runs whose job has an `artifact_key` keep their checkpoints and
+    models there, sent from rank 0 through Ray (no storage shared with the workers).
+    """
 
     def __init__(
         self,
@@ -67,16 +78,20 @@ class RayExecutor:
         num_cpus: float | None = None,
         max_idle_groups: int = 8,
         worker_pythonpath: list[str] | None = None,
+        task_modules: list[str] | None = None,
+        artifacts: ArtifactStore | None = None,
     ) -> None:
         self.address = address
         self.num_cpus = num_cpus
         self.worker_pythonpath = list(worker_pythonpath or [])
+        self.task_modules = list(task_modules or [])
+        self.artifacts = artifacts
         self.pool = WorkerPool(max_idle_groups=max_idle_groups)
         self.last_run_stats: FoldRunStats | None = None
         self._owns_ray = False
 
     async def start(self) -> None:
-        """Start a local Ray (or join `address`) whose workers can import the repo's modules."""
+        """Start a local Ray (or join `address`) whose workers get the task modules' code."""
         if ray.is_initialized():
             log.info("Ray is already initialised in this process; using it as it is")
             return
@@ -84,7 +99,7 @@ class RayExecutor:
             "include_dashboard": False,
             "log_to_driver": True,
             "logging_level": logging.WARNING,
-            "runtime_env": {"env_vars": {"PYTHONPATH": self._pythonpath()}},
+            "runtime_env": self.runtime_env(),
         }
         if self.address:
             kwargs["address"] = self.address
@@ -134,13 +149,20 @@ class RayExecutor:
         )
         stats.acquire_seconds = time.perf_counter() - started
         FOLD_QUEUE_WAIT.observe(stats.acquire_seconds)
+        stats.placement = group.placement
         if stop is not None and stop.is_set():  # stopped while it waited for its workers
             self.pool.release(group)
             return
         deadline = None if timeout is None else time.monotonic() + timeout
         reusable = False
         try:
-            async for metrics in self._stream(group, job, deadline, timeout, stop):
+            restore = await self._restore_for(job)
+            async for metrics in self._stream(group, job, deadline, timeout, stop, restore):
+                saved = metrics.pop(ARTIFACTS_KEY, None)
+                if saved and self.artifacts is not None and job.artifact_key:
+                    await asyncio.to_thread(
+                        self.artifacts.keep_fold_files, job.artifact_key, saved
+                    )
                 stats.epochs += 1
                 stats.train_seconds += trained_seconds([metrics])
                 stats.wall_seconds = time.perf_counter() - started
@@ -164,6 +186,18 @@ class RayExecutor:
             else:  # failed, cancelled, or abandoned by the caller
                 self.pool.discard(group)
 
+    async def _restore_for(self, job: FoldJob) -> Any:
+        """For a job that keeps artifacts in the store: the checkpoint a retried attempt resumes
+        from (put in Ray's object store for rank 0), or None; a first attempt clears what an
+        earlier run of the fold left."""
+        if self.artifacts is None or not job.artifact_key:
+            return None
+        if not job.resume:
+            await asyncio.to_thread(self.artifacts.delete, job.artifact_key)
+            return None
+        data = await asyncio.to_thread(self.artifacts.checkpoint, job.artifact_key)
+        return None if data is None else ray.put(data)
+
     async def _stream(
         self,
         group: WorkerGroup,
@@ -171,7 +205,8 @@ class RayExecutor:
         deadline: float | None,
         timeout: float | None,
         stop: asyncio.Event | None,
-    ) -> AsyncIterator[dict[str, float]]:
+        restore: Any = None,
+    ) -> AsyncIterator[dict[str, Any]]:
         """Launch every rank; pass rank 0's epochs on; turn the first failure into FoldFailed,
         and `deadline` (monotonic) passing into a FoldFailed that names `timeout`; once `stop`
         is set, ask every rank to end after its epoch."""
@@ -183,7 +218,7 @@ class RayExecutor:
                 _consume(
                     rank,
                     actor.run.options(num_returns="streaming").remote(
-                        job, rank, addr, port, run_key
+                        job, rank, addr, port, run_key, restore if rank == 0 else None
                     ),
                     queue,
                 )
@@ -253,14 +288,17 @@ class RayExecutor:
             await asyncio.to_thread(ray.shutdown)
             self._owns_ray = False
 
-    def _pythonpath(self) -> str:
-        paths = [
-            *self.worker_pythonpath,
-            os.getcwd(),
-            str(REPO_ROOT),
-            *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)),
-        ]
-        return os.pathsep.join(dict.fromkeys(paths))
+    def runtime_env(self) -> dict[str, Any]:
+        """The job's runtime environment: the task modules' code as `py_modules`; on a local
+        Ray also the project's source tree, for a checkout that is not installed."""
+        env: dict[str, Any] = {}
+        modules = task_module_paths(self.task_modules, [*self.worker_pythonpath, os.getcwd()])
+        if modules:
+            env["py_modules"] = modules
+        if not self.address:
+            paths = [*self.worker_pythonpath, str(REPO_ROOT)]
+            env["env_vars"] = {"PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
+        return env
 
 
 async def _stop_when_set(stop: asyncio.Event, group: WorkerGroup, run_key: str) -> None:

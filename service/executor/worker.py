@@ -15,7 +15,12 @@ from typing import Any
 import numpy as np
 import ray
 
+from trainers.fold_artifacts import BufferedArtifacts
 from trainers.job import FoldJob
+
+ARTIFACTS_KEY = "_artifacts"
+"""The key under which rank 0's epoch metrics carry the checkpoint or model it saved in that
+epoch, as [(file name, bytes)], for the service's artifact store; taken off before storing."""
 
 DATA_CACHE_SIZE = 2
 """Data sets a warm worker keeps loaded (most recently used first to stay)."""
@@ -40,12 +45,18 @@ class DDPWorker:
         """Ask the run `run_key` (running, or about to start here) to end after its epoch."""
         self._stops.add(run_key)
 
-    def address(self) -> tuple[str, int]:
-        """This node's IP and a currently free TCP port, for rank 0's rendezvous."""
+    def placement(self) -> dict[str, Any]:
+        """Where this rank runs (node id and IP, its GPU ids) and a currently free TCP port,
+        for rank 0's rendezvous."""
         with socket.socket() as s:
             s.bind(("", 0))
             port = s.getsockname()[1]
-        return ray.util.get_node_ip_address(), port
+        return {
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "node_ip": ray.util.get_node_ip_address(),
+            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+            "port": port,
+        }
 
     def info(self) -> dict[str, Any]:
         """Identity of this worker process (the pool's tests check reuse with it)."""
@@ -57,12 +68,21 @@ class DDPWorker:
         }
 
     def run(
-        self, job: FoldJob, rank: int, master_addr: str, master_port: int, run_key: str = ""
-    ) -> Iterator[dict[str, float]]:
+        self,
+        job: FoldJob,
+        rank: int,
+        master_addr: str,
+        master_port: int,
+        run_key: str = "",
+        restore: bytes | None = None,
+    ) -> Iterator[dict[str, Any]]:
         """Train `job` as `rank`; yield rank-local copies of the all-reduced epoch metrics.
-        `stop(run_key)` ends it after the epoch in progress."""
+        `stop(run_key)` ends it after the epoch in progress. With `job.artifact_key`, rank 0
+        resumes from `restore` (the checkpoint's bytes) and its epochs carry what it saved
+        under ARTIFACTS_KEY."""
+        artifacts = BufferedArtifacts(restore) if job.artifact_key and rank == 0 else None
         try:
-            yield from self._fold_runner.run_fold(
+            for metrics in self._fold_runner.run_fold(
                 job,
                 rank=rank,
                 master_addr=master_addr,
@@ -71,7 +91,10 @@ class DDPWorker:
                 data=self._load(job),
                 num_threads=self._threads(),
                 stop_requested=lambda: run_key in self._stops,
-            )
+                artifacts=artifacts,
+            ):
+                saved = artifacts.take() if artifacts is not None else []
+                yield {**metrics, ARTIFACTS_KEY: saved} if saved else metrics
         finally:
             self._stops.discard(run_key)
 

@@ -12,16 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 from foldwise.schemas import FoldStatus
 from foldwise.spec import StudySpec
-from service.executor import FoldFailed
+from service.executor import FoldFailed, FoldRunStats
 from service.scheduler.lease import LeaseLost
 from service.scheduler.pruning import FoldCurves, prune_verdict
 from service.scheduler.store import SchedulerStore, TrialHandle
-from trainers.checkpoint import fold_artifact_dir
+from trainers.checkpoint import fold_artifact_key
 from trainers.job import FoldJob, trained_seconds
 from trainers.objective import fold_value
 
@@ -35,6 +34,7 @@ class FoldExecutor(Protocol):
         gpus_per_worker: float,
         timeout: float | None = None,
         stop: asyncio.Event | None = None,
+        stats: FoldRunStats | None = None,
     ) -> Any: ...
 
 
@@ -71,18 +71,15 @@ def fold_job(
     fold: int,
     *,
     attempt: int = 0,
-    artifact_dir: Path | None = None,
+    keep_artifacts: bool = False,
 ) -> FoldJob:
     """Everything a worker needs to train and validate one fold of one trial.
 
-    With `artifact_dir`, the fold checkpoints and saves its model under it (an absolute path,
-    since workers may run elsewhere); attempts after the first resume from the checkpoint.
+    With `keep_artifacts`, the fold checkpoints and saves its model under its key in the
+    service's artifact store; attempts after the first resume from the checkpoint.
     """
     stopping = spec.early_stopping
-    directory = None
-    if artifact_dir is not None:
-        root = Path(artifact_dir).resolve()
-        directory = str(fold_artifact_dir(root, study_id, trial.number, fold))
+    key = fold_artifact_key(study_id, trial.number, fold) if keep_artifacts else None
     return FoldJob(
         task=spec.trainer.task,
         params=trial.params,
@@ -103,7 +100,7 @@ def fold_job(
         backend="nccl" if spec.resources.gpus_per_worker > 0 else "gloo",
         options=spec.trainer.options,
         trial_key=f"study{study_id}-trial{trial.number}",
-        checkpoint_dir=directory,
+        artifact_key=key,
         checkpoint_every=spec.trainer.checkpoint_every,
         resume=attempt > 0,
     )
@@ -143,9 +140,15 @@ class FoldTask:
         store, study_id = context.store, context.study_id
         run_id, attempt = await store.start_fold_run(study_id, self.trial.id, self.fold)
         job = fold_job(
-            spec, study_id, self.trial, self.fold, attempt=attempt, artifact_dir=store.artifact_dir
+            spec,
+            study_id,
+            self.trial,
+            self.fold,
+            attempt=attempt,
+            keep_artifacts=store.artifact_dir is not None,
         )
         run = _RunRecord()
+        stats = FoldRunStats(world_size=job.world_size)
         try:
             async for metrics in context.executor.run_fold(
                 job,
@@ -153,11 +156,17 @@ class FoldTask:
                 gpus_per_worker=spec.resources.gpus_per_worker,
                 timeout=spec.trainer.fold_timeout,
                 stop=self._stop,
+                stats=stats,
             ):
+                if not run.placed and stats.placement:
+                    run.placed = True
+                    await store.record_placement(study_id, run_id, stats.placement)
                 await store.record_epoch(study_id, run_id, int(metrics["epoch"]), metrics)
                 self._take_epoch(run, metrics)
             outcome = self._outcome(run)
         except FoldFailed as exc:
+            if not run.placed and stats.placement:  # it failed before its first epoch
+                await store.record_placement(study_id, run_id, stats.placement)
             if not self._stop.is_set():
                 await store.finish_fold_run(
                     study_id, run_id, FoldStatus.FAILED, error=exc.message, traceback=exc.traceback
@@ -226,3 +235,4 @@ class _RunRecord:
     curve: list[float] = field(default_factory=list)
     stopped: bool = False
     pruned: str | None = None
+    placed: bool = False

@@ -11,16 +11,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import time
 from typing import Any
 
-from service.artifact_store import delete_study_artifacts
+from service.artifact_store import artifact_store, delete_study_artifacts
 from service.cluster_fit import NodeCapacity
+from service.scheduler.cluster_share import ClusterShare
 from service.scheduler.fold_task import FoldExecutor
 from service.scheduler.lease import LeaseLost, SchedulerLease
 from service.scheduler.store import SchedulerStore
 from service.scheduler.study_runner import StudyRunner
 
 log = logging.getLogger(__name__)
+
+CAPACITY_SECONDS = 5.0
+"""How often the scheduler reads the cluster's alive nodes for the share."""
 
 
 class Scheduler:
@@ -37,6 +43,9 @@ class Scheduler:
         self.lease = lease
         self.poll_seconds = poll_seconds
         self._runners: dict[int, tuple[StudyRunner, asyncio.Task[None]]] = {}
+        self.share = ClusterShare()
+        """The cluster's CPUs and GPUs, shared among the running studies."""
+        self._capacity_read_at = -math.inf
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
 
@@ -100,6 +109,7 @@ class Scheduler:
         while True:
             try:
                 if await self.lease.hold():
+                    await self._read_capacity()
                     await self._start_new_studies()
                     await self._carry_out_deletions()
                 elif self._runners:  # lost the lease: another instance schedules now
@@ -112,6 +122,17 @@ class Scheduler:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.poll_seconds)
 
+    async def _read_capacity(self) -> None:
+        """Keep the share to the cluster's alive nodes (nodes join and leave), read every
+        CAPACITY_SECONDS."""
+        now = time.monotonic()
+        if now - self._capacity_read_at < CAPACITY_SECONDS:
+            return
+        self._capacity_read_at = now
+        if getattr(self.executor, "node_capacities", None) is None:
+            return  # an executor that cannot tell: no limit
+        self.share.set_capacity(await asyncio.to_thread(self.cluster_nodes))
+
     async def _carry_out_deletions(self) -> None:
         """Delete the studies whose deletion was asked for, once their runners have stopped
         (a running one is woken to notice its stop request)."""
@@ -122,14 +143,17 @@ class Scheduler:
                 continue
             await self.store.delete_study(study_id)
             if self.store.artifact_dir is not None:
-                await delete_study_artifacts(self.store.artifact_dir, study_id)
+                store = artifact_store(self.store.artifact_dir)
+                await asyncio.to_thread(delete_study_artifacts, store, study_id)
             log.info("deleted study %s", study_id)
 
     async def _start_new_studies(self) -> None:
         for study_id in await self.store.active_study_ids():
             if study_id in self._runners:
                 continue
-            runner = StudyRunner(study_id, self.store, self.executor, self.poll_seconds)
+            runner = StudyRunner(
+                study_id, self.store, self.executor, self.poll_seconds, share=self.share
+            )
             task = asyncio.create_task(runner.run(), name=f"study-{study_id}")
             task.add_done_callback(lambda _t, sid=study_id: self._runners.pop(sid, None))
             self._runners[study_id] = (runner, task)

@@ -8,11 +8,11 @@ also bumps the study's revision in the same transaction, so readers know their c
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
@@ -48,19 +48,19 @@ class StudyStart:
 class SchedulerStore:
     """`db` runs each unit of work in its own transaction (the scheduler's own connections);
     `fence` starts every write's transaction (``SchedulerLease.fence``: ``LeaseLost`` when
-    this instance no longer schedules); `artifact_dir`: where fold checkpoints and models go
-    (shared storage on a cluster)."""
+    this instance no longer schedules); `artifact_dir`: the artifact store's location (a
+    directory or an fsspec URL), None when fold runs keep no checkpoints or models."""
 
     def __init__(
         self,
         db: SessionRunner,
         *,
         fence: Callable[[Session], None] | None = None,
-        artifact_dir: Path | None = None,
+        artifact_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self._db = db
         self._fence = fence or (lambda _session: None)
-        self.artifact_dir = artifact_dir
+        self.artifact_dir = None if artifact_dir is None else os.fspath(artifact_dir)
 
     async def _write(
         self, study_id: int, work: Callable[[Session], T], *, trials: bool = True
@@ -260,6 +260,25 @@ class SchedulerStore:
             lambda s: fold_repo.record_epoch(s, fold_run_id, epoch, metrics),
             trials=False,
         )
+
+    async def record_placement(
+        self, study_id: int, fold_run_id: int, placement: list[dict[str, Any]]
+    ) -> None:
+        await self._write(
+            study_id,
+            lambda s: fold_repo.record_placement(s, fold_run_id, placement),
+            trials=False,
+        )
+
+    async def set_waiting(self, study_id: int, reason: str | None) -> None:
+        """Say why the study's ready folds do not start (None: they do)."""
+
+        def work(session: Session) -> None:
+            study = session.get(StudyRow, study_id)
+            if study is not None:
+                study.waiting = reason
+
+        await self._write(study_id, work, trials=False)
 
     async def finish_fold_run(
         self, study_id: int, fold_run_id: int, status: FoldStatus, **fields: Any

@@ -29,6 +29,7 @@ from optimizers import BaseOptimizer
 from service.cluster_fit import fold_capacity
 from service.db.models import utcnow
 from service.metrics import FOLD_SLOT_SECONDS, SUGGESTION_SECONDS
+from service.scheduler.cluster_share import ClusterShare
 from service.scheduler.fold_task import (
     FoldExecutor,
     FoldOutcome,
@@ -56,9 +57,17 @@ STOPPED_ERROR = "the study was stopped while this trial ran"
 
 class StudyRunner:
     def __init__(
-        self, study_id: int, store: SchedulerStore, executor: FoldExecutor, poll_seconds: float
+        self,
+        study_id: int,
+        store: SchedulerStore,
+        executor: FoldExecutor,
+        poll_seconds: float,
+        share: ClusterShare | None = None,
     ) -> None:
         self.study_id = study_id
+        self.share = share
+        """The cluster, shared with the other running studies; None: this study alone."""
+        self.waiting: str | None = None
         self.store = store
         self.executor = executor
         self.poll_seconds = poll_seconds
@@ -78,7 +87,14 @@ class StudyRunner:
     async def run(self) -> None:
         """Run the study to its end; an unexpected error marks it failed with the reason."""
         try:
-            await self._run()
+            await self._run_to_end()
+        finally:
+            if self.share is not None:
+                self.share.leave(self.study_id)
+
+    async def _run_to_end(self) -> None:
+        try:
+            await self._run_study()
         except asyncio.CancelledError:
             await asyncio.shield(self._cancel_trials())
             raise
@@ -91,7 +107,7 @@ class StudyRunner:
             error = "".join(traceback.format_exception_only(exc)).strip()
             await self.store.finish_study(self.study_id, StudyStatus.FAILED, error=error)
 
-    async def _run(self) -> None:
+    async def _run_study(self) -> None:
         start = await self.store.begin_study(self.study_id)
         if start is None:  # deleted before it started
             return
@@ -102,6 +118,15 @@ class StudyRunner:
         )
         self.slots = await self._fold_slots(spec)
         self.meter = SlotMeter(self.slots)
+        if self.share is not None:
+            workers, resources = spec.parallel.workers_per_fold, spec.resources
+            self.share.join(
+                self.study_id,
+                cpus=workers * resources.cpus_per_worker,
+                gpus=workers * resources.gpus_per_worker,
+                priority=spec.priority,
+                wake=self.wake,
+            )
         if spec.racing.rule != "off":
             self.incumbent = await self.store.incumbent(self.study_id)
         for handle in start.unfinished:
@@ -116,7 +141,7 @@ class StudyRunner:
                 return
             out_of_time = deadline is not None and utcnow() >= deadline
             created = 0 if out_of_time else await self._fill(spec, optimizer)
-            self._start_folds()
+            await self._start_folds()
             if not self.trials and not self.folds and created == 0:
                 await self._finish()
                 return
@@ -190,22 +215,33 @@ class StudyRunner:
             self.trials[handle.id] = TrialProgress(handle)
         return len(handles)
 
-    def _start_folds(self) -> None:
-        """Give free slots to the folds that may start, oldest trial first."""
+    async def _start_folds(self) -> None:
+        """Give free slots to the folds that may start, oldest trial first, as far as the
+        cluster's share allows; say so when ready folds wait with nothing running."""
         context = self.context
         assert context is not None, "the study has not started"
         spec = context.spec
         racing = spec.racing.min_folds if spec.racing.rule != "off" else None
         free = self.slots - len(self.folds)
-        for trial, fold in folds_to_start(
+        ready = folds_to_start(
             self.trials.values(), folds=spec.parallel.folds, min_folds=racing, free=free
-        ):
+        )
+        allowed = len(ready)
+        if self.share is not None:
+            allowed = self.share.grant(self.study_id, running=len(self.folds), ready=len(ready))
+        for trial, fold in ready[:allowed]:
             fold_task = FoldTask(context, trial.handle, fold)
             task = asyncio.create_task(fold_task.run(), name=f"fold-{fold}")
             task.add_done_callback(lambda _t: self._wake.set())
             trial.running[fold] = fold_task
             self.folds[task] = (trial, fold_task)
         self._meter()
+        waiting = None
+        if self.share is not None and allowed < len(ready) and not self.folds:
+            waiting = self.share.explain(self.study_id)
+        if waiting != self.waiting:
+            self.waiting = waiting
+            await self.store.set_waiting(self.study_id, waiting)
 
     async def _reap(self) -> None:
         """Take in the folds that ended: record finished trials, race the others. An error

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import io
-import os
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,13 +14,14 @@ from fastapi.testclient import TestClient
 
 from foldwise.schemas import FoldStatus, TrialStatus
 from foldwise.spec import StudySpec
+from service.artifact_store import artifact_store, fold_model_key
 from service.db import fold_runs as fold_repo
 from service.db import trials as trial_repo
 from service.scheduler.fold_task import fold_job
 from service.scheduler.store import TrialHandle
 from tests.service.conftest import signed_in_client
 from tests.service.study_specs import study_spec
-from trainers.checkpoint import MODEL_FILE, fold_artifact_dir
+from trainers.fold_artifacts import to_bytes
 
 
 @pytest.fixture
@@ -51,10 +52,9 @@ def _add_trial(client: TestClient, study_id: int, number: int, value: float) -> 
 
 
 def _save_model(client: TestClient, study_id: int, number: int, fold: int) -> None:
-    root = client.app.state.settings.artifact_dir
-    path = fold_artifact_dir(root, study_id, number, fold) / MODEL_FILE
-    path.parent.mkdir(parents=True)
-    torch.save({"fold": fold, "trial": number, "state_dict": {"w": torch.ones(2)}}, path)
+    store = artifact_store(client.app.state.settings.artifact_dir)
+    model = {"fold": fold, "trial": number, "state_dict": {"w": torch.ones(2)}}
+    store.write(fold_model_key(study_id, number, fold), to_bytes(model))
 
 
 def test_timeline_is_a_downloadable_trace(api: TestClient) -> None:
@@ -88,20 +88,34 @@ def test_fold_models_and_the_best_trials_models_download(api: TestClient) -> Non
     assert missing.status_code == 404 and "no saved model" in missing.json()["detail"]
 
 
+def test_models_in_a_remote_store_stream_out(database_url: str) -> None:
+    """An fsspec URL as the artifact store (memory:// here, s3:// in production): a model
+    stored there downloads the same as from a local directory."""
+    location = f"memory://foldwise-{uuid.uuid4().hex}"
+    with signed_in_client(database_url, artifact_dir=location) as client:
+        study_id = client.post("/studies", json=study_spec()).json()["id"]
+        _add_trial(client, study_id, 0, 0.4)
+        _save_model(client, study_id, 0, 1)
+        response = client.get(f"/studies/{study_id}/trials/0/folds/1/model")
+        assert response.status_code == 200
+        assert "study" in response.headers["content-disposition"]
+        assert torch.load(io.BytesIO(response.content))["fold"] == 1
+        assert client.get(f"/studies/{study_id}/trials/0/folds/0/model").status_code == 404
+
+
 def test_a_study_without_completed_trials_has_no_best_model(api: TestClient) -> None:
     study_id = api.post("/studies", json=study_spec()).json()["id"]
     response = api.get(f"/studies/{study_id}/best/folds/0/model")
     assert response.status_code == 404 and "no completed trial" in response.json()["detail"]
 
 
-def test_fold_jobs_checkpoint_under_the_artifact_dir_and_retries_resume(tmp_path: Path) -> None:
+def test_fold_jobs_keep_artifacts_under_their_key_and_retries_resume() -> None:
     spec = StudySpec.model_validate(study_spec(early_stopping={"patience": 2, "rule": "smoothed"}))
     trial = TrialHandle(id=5, number=3, params={"lr": 0.1})
-    relative = Path(os.path.relpath(tmp_path))
-    first = fold_job(spec, 7, trial, 1, attempt=0, artifact_dir=relative)
-    retry = fold_job(spec, 7, trial, 1, attempt=1, artifact_dir=relative)
-    expected = fold_artifact_dir(tmp_path.resolve(), 7, 3, 1)
-    assert first.checkpoint_dir == retry.checkpoint_dir == str(expected)  # absolute for workers
+    first = fold_job(spec, 7, trial, 1, attempt=0, keep_artifacts=True)
+    retry = fold_job(spec, 7, trial, 1, attempt=1, keep_artifacts=True)
+    assert first.artifact_key == retry.artifact_key == "study-7/trial-3/fold-1"
+    assert first.checkpoint_dir is None  # no path on the workers: the bytes come back
     assert not first.resume and retry.resume
     assert first.checkpoint_every == 1 and first.stopping_rule == "smoothed"
-    assert fold_job(spec, 7, trial, 1).checkpoint_dir is None
+    assert not fold_job(spec, 7, trial, 1).keeps_artifacts

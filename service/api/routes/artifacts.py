@@ -1,21 +1,23 @@
 """Routes of what trials leave behind: a trial's timeline and its folds' trained models.
 
-Models live under `Settings.artifact_dir` (keyed study/trial/fold), written by rank 0 of each fold
-run; on a cluster that directory must be shared storage mounted at the same path everywhere.
+Models live in the service's artifact store (`Settings.artifact_dir`: a local directory or an
+fsspec URL, keyed study/trial/fold); rank 0 of each fold run hands them to the service through
+Ray, so they download the same whichever node trained them.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
+import anyio
 from fastapi import APIRouter, HTTPException, Path, status
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from sqlalchemy.orm import Session
 
 from service.api.convert import trial_out
 from service.api.deps import DbDep, SettingsDep, StudyId, TrialNumber, study_or_404, trial_or_404
 from service.api.errors import documented
-from service.artifact_store import fold_model_path
+from service.artifact_store import artifact_store, fold_model_key
 from service.db import studies as study_repo
 from service.db.models import StudyRow, TrialRow
 from trainers.timeline import trial_trace
@@ -43,7 +45,7 @@ async def get_timeline(study_id: StudyId, number: TrialNumber, db: DbDep) -> JSO
 @router.get("/trials/{number}/folds/{fold}/model", response_class=FileResponse)
 async def get_fold_model(
     study_id: StudyId, number: TrialNumber, fold: Fold, db: DbDep, settings: SettingsDep
-) -> FileResponse:
+) -> Response:
     """One fold's trained model (torch.save of task, params, epoch, metrics, state_dict)."""
 
     def work(session: Session) -> tuple[StudyRow, TrialRow]:
@@ -51,13 +53,13 @@ async def get_fold_model(
         return study, trial_or_404(session, study_id, number, with_folds=False)
 
     study, trial = await db.read(work)
-    return _model_file(settings.artifact_dir, study, trial, fold)
+    return await _model_file(settings.artifact_dir, study, trial, fold)
 
 
 @router.get("/best/folds/{fold}/model", response_class=FileResponse)
 async def get_best_model(
     study_id: StudyId, fold: Fold, db: DbDep, settings: SettingsDep
-) -> FileResponse:
+) -> Response:
     """The study's best completed trial's model of `fold`."""
 
     def work(session: Session) -> tuple[StudyRow, TrialRow | None]:
@@ -67,21 +69,29 @@ async def get_best_model(
     study, best = await db.read(work)
     if best is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"study {study_id} has no completed trial")
-    return _model_file(settings.artifact_dir, study, best, fold)
+    return await _model_file(settings.artifact_dir, study, best, fold)
 
 
-def _model_file(root: Any, study: StudyRow, trial: TrialRow, fold: int) -> FileResponse:
+async def _model_file(location: str, study: StudyRow, trial: TrialRow, fold: int) -> Response:
     folds = int(study.spec["parallel"]["folds"])
     if fold >= folds:
         raise HTTPException(
             status.HTTP_404_NOT_FOUND,
             f"study {study.id} has {folds} folds (0 to {folds - 1}); there is no fold {fold}",
         )
-    path = fold_model_path(root, study.id, trial.number, fold)
-    if not path.is_file():
+    store = artifact_store(location)
+    key = fold_model_key(study.id, trial.number, fold)
+    local = store.local_path(key)
+    if local is None and (store.is_local or not await anyio.to_thread.run_sync(store.exists, key)):
         raise HTTPException(
             status.HTTP_404_NOT_FOUND,
             f"no saved model for fold {fold} of trial {trial.number} of study {study.id}",
         )
     filename = f"study{study.id}-trial{trial.number}-fold{fold}-model.pt"
-    return FileResponse(path, media_type="application/octet-stream", filename=filename)
+    if local is not None:
+        return FileResponse(local, media_type="application/octet-stream", filename=filename)
+    return StreamingResponse(
+        store.chunks(key),
+        media_type="application/octet-stream",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )

@@ -1,0 +1,60 @@
+"""The artifact store: keyed bytes in a local directory or behind an fsspec URL."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from service.artifact_store import ArtifactStore, delete_study_artifacts
+from service.executor.code_shipping import task_module_paths
+from trainers.checkpoint import CHECKPOINT_FILE, MODEL_FILE
+
+
+@pytest.fixture(params=["local", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> ArtifactStore:
+    if request.param == "local":
+        return ArtifactStore(tmp_path / "artifacts")
+    return ArtifactStore(f"memory://test-{uuid.uuid4().hex}")
+
+
+def test_fold_files_arrive_in_order_and_the_model_supersedes_the_checkpoint(
+    store: ArtifactStore,
+) -> None:
+    key = "study-1/trial-2/fold-0"
+    store.keep_fold_files(key, [(CHECKPOINT_FILE, b"epoch 1"), (CHECKPOINT_FILE, b"epoch 2")])
+    assert store.checkpoint(key) == b"epoch 2"
+    store.keep_fold_files(key, [(MODEL_FILE, b"model")])
+    assert store.checkpoint(key) is None
+    assert store.read(f"{key}/{MODEL_FILE}") == b"model"
+    assert b"".join(store.chunks(f"{key}/{MODEL_FILE}")) == b"model"
+    assert (store.local_path(f"{key}/{MODEL_FILE}") is not None) == store.is_local
+
+
+def test_deleting_a_study_removes_its_files_and_no_other(store: ArtifactStore) -> None:
+    store.write("study-1/trial-0/fold-0/model.pt", b"a")
+    store.write("study-11/trial-0/fold-0/model.pt", b"b")
+    delete_study_artifacts(store, 1)
+    delete_study_artifacts(store, 1)  # nothing left there is no error
+    assert store.read("study-1/trial-0/fold-0/model.pt") is None
+    assert store.read("study-11/trial-0/fold-0/model.pt") == b"b"
+
+
+def test_a_relative_local_directory_becomes_absolute(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = ArtifactStore("./artifacts")
+    store.write("study-1/x", b"1")
+    assert (tmp_path / "artifacts" / "study-1" / "x").read_bytes() == b"1"
+    assert store.is_local and Path(store.root).is_absolute()
+
+
+def test_task_packages_are_found_without_importing_them(tmp_path: Path) -> None:
+    """What the workers get through Ray: the package's folder or the module's file, found on
+    the service's machine; ours, Python's own and unknown names are not shipped."""
+    (tmp_path / "labpkg").mkdir()
+    (tmp_path / "labpkg" / "__init__.py").write_text("raise SystemExit('imported!')\n")
+    (tmp_path / "single_task.py").write_text("raise SystemExit('imported!')\n")
+    prefixes = ["labpkg.tasks", "labpkg", "single_task", "trainers", "json", "no_such_pkg"]
+    paths = task_module_paths(prefixes, [str(tmp_path)])
+    assert paths == [str(tmp_path / "labpkg"), str(tmp_path / "single_task.py")]
