@@ -41,7 +41,8 @@ function renderSummary(study) {
     card("Created", fmtTime(study.created_at)),
     card("Elapsed", study.started_at ? fmtDuration(secondsBetween(study.started_at, study.finished_at)) : "not started"));
   const error = document.getElementById("study-error");
-  error.replaceChildren(...(study.error ? [el("div", { class: "callout", text: study.error })] : []));
+  error.replaceChildren(...(study.error ? [el("div", { class: "callout", text: study.error })] : []),
+    ...(study.waiting ? [el("div", { class: "callout waiting", id: "study-waiting", text: study.waiting })] : []));
 }
 
 /** Merge history rows (full or since a cursor); the best steps merge exactly from both sets. */

@@ -69,6 +69,22 @@ function errorCell(fold) {
     fold.traceback ? el("details", {}, el("summary", { class: "small", text: "traceback" }), el("pre", { class: "trace", text: fold.traceback })) : null);
 }
 
+/** Where the fold run's ranks ran: each node once (short id, IP), with the GPUs it used. */
+function placementCell(fold) {
+  if (!fold.placement?.length) return el("td", { class: "muted", text: "—" });
+  const nodes = new Map();
+  for (const rank of fold.placement) {
+    const entry = nodes.get(rank.node_id) ?? { ip: rank.node_ip, ranks: [], gpus: [] };
+    entry.ranks.push(rank.rank);
+    entry.gpus.push(...rank.gpu_ids);
+    nodes.set(rank.node_id, entry);
+  }
+  return el("td", { class: "small placement" }, ...[...nodes].map(([id, n]) => el("div", {
+    title: `node ${id}, ranks ${n.ranks.join(", ")}`,
+    text: `${id.slice(0, 8)} (${n.ip ?? "?"})${n.gpus.length ? ` GPU ${n.gpus.join(", ")}` : ""}`,
+  })));
+}
+
 function renderFolds() {
   const rows = trial.folds.map((f) => {
     const sps = mean(f.epochs.map((e) => e.metrics.samples_per_second).filter((v) => typeof v === "number"));
@@ -80,6 +96,7 @@ function renderFolds() {
       el("td", { class: "num", title: f.status === "pruned" ? "the value it had reached when pruned" : null, text: fmt(f.value) }),
       el("td", { class: "num", title: f.checkpoint_epoch ? `last checkpoint: epoch ${f.checkpoint_epoch}` : "", text: `${f.epochs.length}${resumed}` }), el("td", { class: "num", text: fmtDuration(f.train_seconds) }),
       el("td", { class: "num", text: sps === null ? "—" : fmt(Math.round(sps)) }), el("td", { text: fmtTime(f.started_at) }),
+      placementCell(f),
       errorCell(f),
       el("td", {}, ...(files.length ? files.map(([name, href]) => el("a", { href, text: name })) : [el("span", { class: "muted", text: "—" })])));
   });

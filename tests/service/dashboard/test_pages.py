@@ -282,3 +282,44 @@ def test_trial_page_shows_why_a_trial_and_its_folds_were_pruned(
     assert cancelled.get_attribute("data-fold") == "2"
     assert cancelled.locator(".reason-text").inner_text() == CANCELLED
     assert page.locator("#folds tbody tr[data-fold='0'] .badge.completed").count() == 1
+
+
+def test_trial_page_says_which_node_and_gpus_each_fold_ran_on(page, dashboard: Dashboard) -> None:
+    """Placement as the scheduler records it on a cluster: one fold on two nodes, one on a
+    node with GPUs; a fold not yet placed shows a dash."""
+    api = _api(dashboard)
+    best = api.get(f"/studies/{dashboard.study_id}").json()["best_trial"]["number"]
+    node_a, node_b = "a1" * 28, "b2" * 28
+    with dashboard.app.state.sessions.begin() as session:
+        trial = trial_repo.get_trial(session, dashboard.study_id, best)
+        runs = sorted(trial.fold_runs, key=lambda r: (r.fold, r.attempt))
+        runs[0].placement = [
+            {"rank": 0, "node_id": node_a, "node_ip": "10.0.0.5", "gpu_ids": []},
+            {"rank": 1, "node_id": node_b, "node_ip": "10.0.0.6", "gpu_ids": []},
+        ]
+        runs[1].placement = [
+            {"rank": 0, "node_id": node_b, "node_ip": "10.0.0.6", "gpu_ids": ["3"]}
+        ]
+        study_repo.touch_study(session, dashboard.study_id)
+    open_ready(page, f"/dashboard/studies/{dashboard.study_id}/trials/{best}")
+    cells = page.locator("#folds td.placement")
+    assert cells.nth(0).inner_text().split("\n") == ["a1a1a1a1 (10.0.0.5)", "b2b2b2b2 (10.0.0.6)"]
+    assert cells.nth(1).inner_text() == "b2b2b2b2 (10.0.0.6) GPU 3"
+    assert cells.count() == 2  # the other folds were never placed
+    assert (
+        page.get_attribute("#folds td.placement div >> nth=0", "title")
+        == f"node {node_a}, ranks 0"
+    )
+
+
+def test_a_study_waiting_for_the_cluster_says_why(page, dashboard: Dashboard) -> None:
+    why = (
+        "waiting for cluster resources: 2 fold runs ready, each needs 4 CPUs; 0 of 4 CPUs are free"
+    )
+    with dashboard.app.state.sessions.begin() as session:
+        study = study_repo.get_study(session, dashboard.study_id)
+        study.waiting = why
+        study_repo.touch_study(session, dashboard.study_id)
+    open_ready(page, f"/dashboard/studies/{dashboard.study_id}")
+    assert page.inner_text("#study-waiting") == why
+    assert _api(dashboard).get(f"/studies/{dashboard.study_id}").json()["waiting"] == why
