@@ -62,7 +62,7 @@ class LiveService:
     benchmarks); ``env`` adds or overrides ``FOLDWISE_*`` settings. Before it starts, the
     database is brought to the current schema and given an admin token (``token``), which
     ``headers``, ``sdk()`` and ``cli_env`` carry; ``admin_token=False`` skips both (an older
-    checkout has its own schema and no tokens).
+    checkout has its own schema and no tokens). ``cwd`` is where it runs (``root`` by default).
     """
 
     def __init__(
@@ -74,11 +74,13 @@ class LiveService:
         root: Path = ROOT,
         env: dict[str, str] | None = None,
         admin_token: bool = True,
+        cwd: Path | None = None,
     ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         self.root = root
+        self.cwd = cwd or root
         self.env = {
             **os.environ,
             "FOLDWISE_DATABASE_URL": database_url,
@@ -116,7 +118,7 @@ class LiveService:
         command += ["serve", "--port", str(self.port)]
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            command, cwd=self.root, env=self.env, stdout=log, stderr=log
+            command, cwd=self.cwd, env=self.env, stdout=log, stderr=log
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
