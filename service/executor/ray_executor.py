@@ -159,10 +159,8 @@ class RayExecutor:
             restore = await self._restore_for(job)
             async for metrics in self._stream(group, job, deadline, timeout, stop, restore):
                 saved = metrics.pop(ARTIFACTS_KEY, None)
-                if saved and self.artifacts is not None and job.artifact_key:
-                    await asyncio.to_thread(
-                        self.artifacts.keep_fold_files, job.artifact_key, saved
-                    )
+                if saved:
+                    await self._keep(job, saved)
                 stats.epochs += 1
                 stats.train_seconds += trained_seconds([metrics])
                 stats.wall_seconds = time.perf_counter() - started
@@ -189,14 +187,28 @@ class RayExecutor:
     async def _restore_for(self, job: FoldJob) -> Any:
         """For a job that keeps artifacts in the store: the checkpoint a retried attempt resumes
         from (put in Ray's object store for rank 0), or None; a first attempt clears what an
-        earlier run of the fold left."""
+        earlier run of the fold left. A store that fails costs the resume, not the fold."""
         if self.artifacts is None or not job.artifact_key:
             return None
-        if not job.resume:
-            await asyncio.to_thread(self.artifacts.delete, job.artifact_key)
+        try:
+            if not job.resume:
+                await asyncio.to_thread(self.artifacts.delete, job.artifact_key)
+                return None
+            data = await asyncio.to_thread(self.artifacts.checkpoint, job.artifact_key)
+        except Exception as exc:
+            log.warning("%s: artifact store unreadable, starting afresh: %s", job.describe(), exc)
             return None
-        data = await asyncio.to_thread(self.artifacts.checkpoint, job.artifact_key)
         return None if data is None else ray.put(data)
+
+    async def _keep(self, job: FoldJob, files: list[tuple[str, bytes]]) -> None:
+        """Store what rank 0 saved; a store that fails costs the files, not the fold."""
+        if self.artifacts is None or not job.artifact_key:
+            return
+        try:
+            await asyncio.to_thread(self.artifacts.keep_fold_files, job.artifact_key, files)
+        except Exception as exc:
+            names = ", ".join(name for name, _ in files)
+            log.warning("%s: could not store %s: %s", job.describe(), names, exc)
 
     async def _stream(
         self,

@@ -92,6 +92,7 @@ class SchedulerStore:
                 _finish_study(session, study, StudyStatus.STOPPED, None)
                 return None
             study_repo.mark_study(session, study, StudyStatus.RUNNING)
+            study.waiting = None  # what a previous scheduler said; this one says it anew
             fold_repo.mark_lost_fold_runs(session, study_id)
             unfinished = trial_repo.unfinished_trials(session, study_id)
             handles = [TrialHandle(t.id, t.number, t.params) for t in unfinished]

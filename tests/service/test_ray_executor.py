@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import io
 import time
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import ray
 import torch
 
+from service.artifact_store import ArtifactStore
 from service.executor import FoldFailed, FoldRunStats, RayExecutor, ray_executor
 from service.executor.pool import WorkerGroup
 from service.executor.ray_executor import fold_failure
-from trainers.checkpoint import CHECKPOINT_FILE, MODEL_FILE
+from trainers.checkpoint import MODEL_FILE
 from trainers.fold_runner import TrainingDiverged
 from trainers.job import FoldJob
 
@@ -283,23 +287,61 @@ def test_dead_worker_is_retryable(runner, executor: RayExecutor) -> None:
 
 
 @pytest.mark.slow
-def test_a_retried_fold_resumes_from_rank_0s_checkpoint(runner, executor, tmp_path) -> None:
-    checkpointed = {"checkpoint_dir": str(tmp_path), "checkpoint_every": 1}
-    first = _job(epochs=4, mode="crash_once", job=checkpointed)
-    with pytest.raises(FoldFailed) as info:  # rank 1 dies as epoch 3 starts
-        runner.run(_collect(executor, first))
-    assert info.value.retryable and (tmp_path / CHECKPOINT_FILE).is_file()
-    stats = FoldRunStats(world_size=2)
-    retry = dataclasses.replace(first, resume=True)
-    epochs = runner.run(_collect(executor, retry, stats))
+def test_a_retried_fold_resumes_from_the_checkpoint_rank_0_sent_to_the_store(
+    runner, executor: RayExecutor, tmp_path: Path
+) -> None:
+    """The service's way on a cluster: rank 0 writes nothing where it runs; its checkpoint
+    reaches the artifact store through Ray, and the retry (on any node) resumes from it."""
+    store = ArtifactStore(f"memory://executor-{uuid.uuid4().hex}")
+    key = "study-1/trial-0/fold-1"
+    first = _job(epochs=4, mode="crash_once", job={"artifact_key": key, "checkpoint_every": 1})
+    executor.artifacts = store
+    try:
+        with pytest.raises(FoldFailed) as info:  # rank 1 dies as epoch 3 starts
+            runner.run(_collect(executor, first))
+        assert info.value.retryable and store.checkpoint(key) is not None
+        stats = FoldRunStats(world_size=2)
+        retry = dataclasses.replace(first, resume=True)
+        epochs = runner.run(_collect(executor, retry, stats))
+    finally:
+        executor.artifacts = None
     assert [(e["epoch"], e.get("restored")) for e in epochs] == [
         (1.0, 1.0),
         (2.0, 1.0),
         (3.0, None),
         (4.0, None),
     ]
-    assert epochs[-1]["model_saved"] == 1.0 and (tmp_path / MODEL_FILE).is_file()
+    assert not any("_artifacts" in e for e in epochs)  # the bytes never reach the caller
+    assert epochs[-1]["model_saved"] == 1.0 and store.checkpoint(key) is None
+    model = torch.load(io.BytesIO(store.read(f"{key}/{MODEL_FILE}")), weights_only=False)
+    assert model["fold"] == 1 and model["epoch"] >= 1
     assert stats.train_seconds == pytest.approx(sum(e["epoch_seconds"] for e in epochs[2:]))
+    assert [p["rank"] for p in stats.placement] == [0, 1]
+    assert all(p["node_id"] and p["gpu_ids"] == [] for p in stats.placement)
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_idle_groups_give_their_cpus_to_a_fold_that_needs_them(runner, executor) -> None:
+    """Warm groups of one shape hold CPUs while idle; a fold run of another shape that needs
+    them gets them (the idle groups are killed), instead of waiting for ever."""
+    runner.run(_collect(executor, _job()))
+    idle = [g for g in executor.pool.idle_groups if g.shape == (2, CPUS, 0.0)]
+    assert idle
+    whole = dataclasses.replace(_job(epochs=1), world_size=2)
+    stats = FoldRunStats(world_size=2)
+
+    async def run_whole() -> list[dict[str, float]]:
+        return [
+            m
+            async for m in executor.run_fold(
+                whole, cpus_per_worker=2.0, gpus_per_worker=0.0, stats=stats
+            )
+        ]
+
+    assert len(runner.run(run_whole())) == 1  # 2 ranks x 2 CPUs: the whole local Ray
+    assert stats.cold and all(g not in executor.pool.idle_groups for g in idle)
+    assert all(runner.run(_dead(g)) for g in idle)
 
 
 @pytest.mark.slow
