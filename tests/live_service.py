@@ -113,12 +113,20 @@ class LiveService:
     def http(self, timeout: float = 120) -> httpx.Client:
         return httpx.Client(base_url=self.url, headers=self.headers, timeout=timeout)
 
-    def start(self, timeout: float = 120) -> LiveService:
+    def start(self, timeout: float = 120, *, new_session: bool = False) -> LiveService:
+        """Start it and wait until it answers with Ray up; ``new_session`` makes it the leader
+        of a session and process group of its own (as a shell starts a job), so that group
+        can be signalled without signalling the caller."""
         command = [sys.executable, "-c", "from foldwise.cli import app; app()"]
         command += ["serve", "--port", str(self.port)]
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            command, cwd=self.cwd, env=self.env, stdout=log, stderr=log
+            command,
+            cwd=self.cwd,
+            env=self.env,
+            stdout=log,
+            stderr=log,
+            start_new_session=new_session,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ from typing import Any
 import httpx
 import pytest
 
-from tests import live_service
 from tests.live_service import LiveService
 from tests.service.study_specs import tiny_task_spec
 
@@ -25,17 +23,10 @@ pytestmark = pytest.mark.slow
 CRASH_MARKS = ("Aborted", "Stack trace", "*** SIGTERM", "Check failed", "core dumped")
 
 
-def _group_leader(service: LiveService, monkeypatch: pytest.MonkeyPatch) -> LiveService:
+def _group_leader(service: LiveService) -> LiveService:
     """Start ``service`` as the leader of a new session and process group, as a shell starts a
     job, so that its group can be signalled without signalling pytest."""
-    popen = subprocess.Popen
-
-    def new_session(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
-        return popen(*args, **kwargs, start_new_session=True)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(live_service.subprocess, "Popen", new_session)
-        service.start()
+    service.start(new_session=True)
     assert service.process is not None and os.getpgid(service.process.pid) == service.process.pid
     return service
 
@@ -84,16 +75,21 @@ def _statuses(db: Path) -> tuple[list[str], list[str], list[str]]:
 
 
 def test_sigterm_to_the_process_group_stops_cleanly_and_the_study_resumes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     db = tmp_path / "f.db"
     spec = tiny_task_spec(
         ["ok"],
         budget={"trials": 1},
         parallel={"trial_groups": 1, "folds": 2, "workers_per_fold": 2},
-        trainer={"task": "tests.user_tasks.tiny:task", "epochs": 12, "batch_size": 8},
+        trainer={
+            "task": "tests.user_tasks.tiny:task",
+            "epochs": 12,
+            "batch_size": 8,
+            "checkpoint_every": 1,
+        },
     )
-    service = _group_leader(LiveService(f"sqlite:///{db}", tmp_path / "first.log"), monkeypatch)
+    service = _group_leader(LiveService(f"sqlite:///{db}", tmp_path / "first.log"))
     assert service.process is not None
     pid = service.process.pid
     try:
@@ -122,17 +118,24 @@ def test_sigterm_to_the_process_group_stops_cleanly_and_the_study_resumes(
                 120,
                 again.log,
             )
+            trial = api.get(f"/studies/{study_id}/trials/0").json()
         assert done["status"] == "completed", (done, again.log())
         assert _statuses(db)[1] == ["completed"]
+        resumed = [
+            run
+            for run in trial["folds"]
+            if run["attempt"] > 0 and any(e["metrics"].get("restored") for e in run["epochs"])
+        ]
+        assert resumed, trial["folds"]  # the stopped folds went on from their checkpoints
     finally:
         again.stop()
 
 
-def test_ray_dies_with_a_killed_service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ray_dies_with_a_killed_service(tmp_path: Path) -> None:
     """Ray's processes lead process groups of their own, but SIGKILL of the service (nothing of
     it runs) still takes its GCS and raylet with it."""
     service = LiveService(f"sqlite:///{tmp_path / 'f.db'}", tmp_path / "service.log")
-    service = _group_leader(service, monkeypatch)
+    service = _group_leader(service)
     assert service.process is not None
     pid = service.process.pid
     names = ("gcs_server", "raylet")
