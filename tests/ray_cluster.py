@@ -164,17 +164,19 @@ class LoopbackCluster:
         path = self.root / name / "ray.log"
         return path.read_text(errors="replace")[-tail:] if path.exists() else ""
 
-    def stop(self) -> None:
-        """SIGTERM to every node's process group (workers first), SIGKILL what is left."""
+    def stop(self, grace: float = 5) -> None:
+        """SIGTERM to every node's process group, then, after ``grace`` seconds in all,
+        SIGKILL to every process of every node's session."""
         for node in reversed(self.nodes):
             if node.alive():
                 try:
                     os.killpg(node.process.pid, signal.SIGTERM)
                 except ProcessLookupError:
                     continue
+        deadline = time.monotonic() + grace
         for node in reversed(self.nodes):
             try:
-                node.process.wait(timeout=20)
+                node.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
             except subprocess.TimeoutExpired:
                 node.kill()
             for pid in node.session_pids():  # anything of the node that outlived its `ray start`

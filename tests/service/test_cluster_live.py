@@ -170,7 +170,7 @@ def test_studies_share_the_cluster_and_a_waiting_one_says_so(
     small = _spec(
         "small-folds",
         0.15,
-        budget={"trials": 6},
+        budget={"trials": 4},
         parallel={"trial_groups": 2, "folds": 4, "workers_per_fold": 1},
     )
     big = _spec(
