@@ -302,13 +302,15 @@ class RayExecutor:
 
     def runtime_env(self) -> dict[str, Any]:
         """The job's runtime environment: the task modules' code as `py_modules`; on a local
-        Ray also the project's source tree, for a checkout that is not installed."""
+        Ray (this machine) also the project's source tree, for a checkout that is not
+        installed, and the service's own PYTHONPATH."""
         env: dict[str, Any] = {}
         modules = task_module_paths(self.task_modules, [*self.worker_pythonpath, os.getcwd()])
         if modules:
             env["py_modules"] = modules
         if not self.address:
-            paths = [*self.worker_pythonpath, str(REPO_ROOT)]
+            inherited = filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))
+            paths = [*self.worker_pythonpath, str(REPO_ROOT), *inherited]
             env["env_vars"] = {"PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
         return env
 

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from service.artifact_store import ArtifactStore, delete_study_artifacts
-from service.executor.code_shipping import task_module_paths
 from trainers.checkpoint import CHECKPOINT_FILE, MODEL_FILE
 
 
@@ -47,14 +46,3 @@ def test_a_relative_local_directory_becomes_absolute(tmp_path: Path, monkeypatch
     store.write("study-1/x", b"1")
     assert (tmp_path / "artifacts" / "study-1" / "x").read_bytes() == b"1"
     assert store.is_local and Path(store.root).is_absolute()
-
-
-def test_task_packages_are_found_without_importing_them(tmp_path: Path) -> None:
-    """What the workers get through Ray: the package's folder or the module's file, found on
-    the service's machine; ours, Python's own and unknown names are not shipped."""
-    (tmp_path / "labpkg").mkdir()
-    (tmp_path / "labpkg" / "__init__.py").write_text("raise SystemExit('imported!')\n")
-    (tmp_path / "single_task.py").write_text("raise SystemExit('imported!')\n")
-    prefixes = ["labpkg.tasks", "labpkg", "single_task", "trainers", "json", "no_such_pkg"]
-    paths = task_module_paths(prefixes, [str(tmp_path)])
-    assert paths == [str(tmp_path / "labpkg"), str(tmp_path / "single_task.py")]
