@@ -19,8 +19,6 @@ import statistics
 import sys
 import time
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,64 +28,23 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.problems import (  # noqa: E402
+    Objective,
+    Problem,
+    box,
+    branin,
+    hartmann6,
+    synthetic_problems,
+)
 from foldwise.space import Param  # noqa: E402
 from optimizers import Observation, create_optimizer  # noqa: E402
 
-Objective = Callable[[dict[str, Any]], float]
 OURS = ("gp", "evolution", "nas_evolution", "random")
 PEERS = ("skopt_gp_minimize", "optuna_tpe", "optuna_gp")
 
-# Hartmann6 (Dixon & Szegő): global minimum -3.32237 on [0, 1]^6.
-H_A = np.array(
-    [[10, 3, 17, 3.5, 1.7, 8], [0.05, 10, 17, 0.1, 8, 14], [3, 3.5, 1.7, 10, 17, 8]]
-    + [[17, 8, 0.05, 10, 0.1, 14]]
-)
-H_P = 1e-4 * np.array(
-    [[1312, 1696, 5569, 124, 8283, 5886], [2329, 4135, 8307, 3736, 1004, 9991]]
-    + [[2348, 1451, 3522, 2883, 3047, 6650], [4047, 8828, 8732, 5743, 1091, 381]]
-)
-H_ALPHA = np.array([1.0, 1.2, 3.0, 3.2])
-MIXED_LEVELS = ["0.0", "0.25", "0.5", "0.75", "1.0"]
-MIXED_OPTIMUM = -3.317134
-"""Best value of the mixed Hartmann6: each grid/choice head near the top, L-BFGS on the rest."""
-
-
-def hartmann6(x: np.ndarray) -> float:
-    inner = (H_A * (np.asarray(x)[None, :] - H_P) ** 2).sum(1)
-    return float(-(H_ALPHA * np.exp(-inner)).sum())
-
-
-def branin(c: dict[str, Any]) -> float:
-    x1, x2 = c["x1"], c["x2"]
-    b, k = 5.1 / (4 * math.pi**2), 5 / math.pi
-    return (x2 - b * x1**2 + k * x1 - 6) ** 2 + 10 * (1 - 1 / (8 * math.pi)) * math.cos(x1) + 10
-
-
-def hartmann_mixed(c: dict[str, Any]) -> float:
-    head = [c["i0"] / 20, c["i1"] / 20, float(c["c2"])]
-    return hartmann6(np.array(head + [c["x3"], c["x4"], c["x5"]]))
-
-
-@dataclass(frozen=True)
-class Problem:
-    name: str
-    space: dict[str, dict[str, Any]]
-    objective: Objective
-    budget: int
-    optimum: float | None  # None: regret is measured from the best value any run found
-
-
-def unit(name: str) -> dict[str, Any]:
-    return {"type": "float", "low": 0.0, "high": 1.0}
-
 
 def problems(epochs: int) -> dict[str, Problem]:
-    mixed = {
-        "i0": {"type": "int", "low": 0, "high": 20},
-        "i1": {"type": "int", "low": 0, "high": 20},
-        "c2": {"type": "categorical", "choices": MIXED_LEVELS},
-        **{f"x{i}": unit(f"x{i}") for i in (3, 4, 5)},
-    }
+    """The whole suite: the synthetic problems, then the 5-fold digits MLP."""
     digits = {
         "lr": {"type": "float", "low": 1e-3, "high": 0.3, "log": True},
         "width": {"type": "int", "low": 16, "high": 256, "log": True},
@@ -95,19 +52,8 @@ def problems(epochs: int) -> dict[str, Problem]:
         "act": {"type": "categorical", "choices": ["relu", "tanh", "gelu"]},
         "dropout": {"type": "float", "low": 0.0, "high": 0.5},
     }
-    six = {f"x{i}": unit(f"x{i}") for i in range(6)}
     return {
-        "branin": Problem(
-            "branin",
-            {"x1": {"type": "float", "low": -5, "high": 10}, "x2": unit("x2") | {"high": 15}},
-            branin,
-            30,
-            0.397887,
-        ),
-        "hartmann6": Problem(
-            "hartmann6", six, lambda c: hartmann6(np.array(list(c.values()))), 50, -3.32237
-        ),
-        "hartmann6_mixed": Problem("hartmann6_mixed", mixed, hartmann_mixed, 50, MIXED_OPTIMUM),
+        **synthetic_problems(),
         "digits_mlp": Problem("digits_mlp", digits, DigitsCV(epochs), 20, None),
     }
 
@@ -301,7 +247,7 @@ def print_quality(results: dict, chosen: list[Problem], methods: list[str], seed
 
 def timing(points: list[int], repeats: int) -> None:
     """Median seconds of one suggestion on Hartmann6 with n random completed observations."""
-    space = {f"x{i}": unit(f"x{i}") for i in range(6)}
+    space = box([f"x{i}" for i in range(6)], 0.0, 1.0)
     rng = np.random.default_rng(0)
     X = rng.random((max(points), 6))
     y = np.array([hartmann6(x) for x in X])
@@ -401,7 +347,8 @@ def log(message: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--problems", default="branin,hartmann6,hartmann6_mixed,digits_mlp")
+    suite = ",".join([*synthetic_problems(), "digits_mlp"])
+    parser.add_argument("--problems", default=suite, help=f"comma-separated, from {suite}")
     parser.add_argument("--methods", default=",".join(OURS + PEERS))
     parser.add_argument("--epochs", type=int, default=3, help="digits MLP epochs per fold")
     parser.add_argument("--timing-points", default="10,50,100,200,400", help="'': skip timing")
