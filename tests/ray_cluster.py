@@ -178,9 +178,5 @@ class LoopbackCluster:
             try:
                 node.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
             except subprocess.TimeoutExpired:
-                node.kill()
-            for pid in node.session_pids():  # anything of the node that outlived its `ray start`
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                pass
+            node.kill()  # anything of the node that outlived its `ray start`

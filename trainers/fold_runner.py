@@ -97,7 +97,6 @@ class _FoldLoop:
         )
         self.keeps = job.keeps_artifacts
         self.artifacts = artifacts
-        self.writes = artifacts is not None
         self.history: list[dict[str, float]] = []
         self.best: tuple[float, dict[str, float], dict[str, Any]] | None = None
 
@@ -134,7 +133,7 @@ class _FoldLoop:
         value = metrics[job.objective_metric]
         self.history.append(dict(metrics))
         best_value = None if self.best is None else self.best[0]
-        keep = self.writes and job.objective_use == "best"
+        keep = self.artifacts is not None and job.objective_use == "best"
         if keep and improved(value, best_value, job.direction):
             weights = self.training.model.state_dict()
             cpu = {k: v.detach().to("cpu", copy=True) for k, v in weights.items()}
@@ -156,7 +155,7 @@ class _FoldLoop:
         if state is None:
             return []
         self.training.load_state(state["training"])
-        self.best = state["best"] if self.writes else None
+        self.best = state["best"] if self.artifacts is not None else None
         for metrics in state["history"]:
             self._record_restored(metrics)
         return state["history"]

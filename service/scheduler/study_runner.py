@@ -87,14 +87,7 @@ class StudyRunner:
     async def run(self) -> None:
         """Run the study to its end; an unexpected error marks it failed with the reason."""
         try:
-            await self._run_to_end()
-        finally:
-            if self.share is not None:
-                self.share.leave(self.study_id)
-
-    async def _run_to_end(self) -> None:
-        try:
-            await self._run_study()
+            await self._run()
         except asyncio.CancelledError:
             await asyncio.shield(self._cancel_trials())
             raise
@@ -106,8 +99,11 @@ class StudyRunner:
             await self._cancel_trials()
             error = "".join(traceback.format_exception_only(exc)).strip()
             await self.store.finish_study(self.study_id, StudyStatus.FAILED, error=error)
+        finally:
+            if self.share is not None:
+                self.share.leave(self.study_id)
 
-    async def _run_study(self) -> None:
+    async def _run(self) -> None:
         start = await self.store.begin_study(self.study_id)
         if start is None:  # deleted before it started
             return
