@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export FOLDWISE_URL ?= http://$(HOST):$(PORT)
 
-.PHONY: install run test test-fast lint bench clean browser
+.PHONY: install run test test-fast lint bench bench-peers clean browser
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -35,6 +35,11 @@ test-fast: install
 
 lint: install
 	$(PY) -m ruff check . && $(PY) -m ruff format --check .
+
+## The peer libraries of benchmarks/optimizers.py (Optuna, scikit-optimize, Ax, HEBO).
+bench-peers: install
+	$(PY) -m pip install --quiet -r benchmarks/requirements-peers.txt
+	$(PY) -m pip install --quiet --no-deps -r benchmarks/requirements-peers-nodeps.txt
 
 bench: install
 	$(PY) benchmarks/fold_overhead.py

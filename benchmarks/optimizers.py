@@ -1,13 +1,18 @@
-"""Search quality and speed of foldwise's optimizers next to random, skopt and Optuna.
+"""Search quality and speed of foldwise's optimizers next to random, skopt, Optuna, Ax and HEBO.
 
-Prints markdown tables: mean final regret ± standard error over seeds, mean rank, seconds per
-suggestion; suggestion time against the number of observations; and the fold-noise check (the
-GP told each trial's fold standard error, against the same GP told that means are exact).
-Peers come from ``benchmarks/requirements-peers.txt``, never from the package:
+Prints markdown tables: mean final regret ± standard error over seeds, mean rank, foldwise's
+first method against the best peer on each problem (paired over seeds), trials in flight
+against one at a time, seconds per suggestion; suggestion time against the number of
+observations with trials pending; and the fold-noise check (the GP told each trial's fold
+standard error, against the same GP told that means are exact). Every run is stored in
+``benchmarks/results/optimizers.jsonl`` and reused while its version holds
+(:mod:`benchmarks.optimizer_results`), so a change to the GP reruns only the GP. Peers come from
+``benchmarks/requirements-peers.txt``, never from the package:
 
-    .venv/bin/pip install -r benchmarks/requirements-peers.txt
-    .venv/bin/python benchmarks/optimizers.py --seeds 5          # full run, about 30 min
-    .venv/bin/python benchmarks/optimizers.py --quick            # a smoke run, about 2 min
+    make bench-peers                                          # installs the peers
+    .venv/bin/python benchmarks/optimizers.py --seeds 20      # everything missing, hours
+    .venv/bin/python benchmarks/optimizers.py --quick         # a smoke run, about 2 min
+    .venv/bin/python benchmarks/optimizers.py --report-only   # tables from stored runs
 """
 
 from __future__ import annotations
@@ -28,19 +33,16 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.problems import (  # noqa: E402
-    Objective,
-    Problem,
-    box,
-    branin,
-    hartmann6,
-    synthetic_problems,
-)
+from benchmarks.optimizer_peers import PEERS, peer_version, run_peer, skopt_dimensions  # noqa: E402
+from benchmarks.optimizer_results import ResultStore, Run, code_version  # noqa: E402
+from benchmarks.optimizer_tables import print_quality  # noqa: E402
+from benchmarks.problems import Problem, box, branin, hartmann6, synthetic_problems  # noqa: E402
 from foldwise.space import Param  # noqa: E402
 from optimizers import Observation, create_optimizer  # noqa: E402
 
 OURS = ("gp", "evolution", "nas_evolution", "random")
-PEERS = ("skopt_gp_minimize", "optuna_tpe", "optuna_gp")
+PENDING = 4
+"""Trials pending while suggestion time is measured, as with ``trial_groups: 4``."""
 
 
 def problems(epochs: int) -> dict[str, Problem]:
@@ -90,20 +92,33 @@ def parse_space(raw: dict[str, dict[str, Any]]) -> dict[str, Param]:
     return TypeAdapter(dict[str, Param]).validate_python(raw)
 
 
-def run_ours(name: str, problem: Problem, seed: int) -> tuple[list[float], float]:
-    """Values in evaluation order, and mean seconds per suggestion (one trial at a time)."""
+def run_ours(method: str, problem: Problem, seed: int) -> tuple[list[float], float]:
+    """Values in evaluation order, and mean seconds per suggestion.
+
+    ``gp@4`` keeps 4 trials in flight, as a study with ``trial_groups: 4``: the first 4 are one
+    batch, then whenever one of them finishes (a random one, seeded) the optimizer suggests
+    the next with the other 3 pending. Without ``@`` one trial runs at a time.
+    """
+    base, _, flight = method.partition("@")
+    in_flight = int(flight or 1)
     space = parse_space(problem.space)
-    name, options = method_options(name)
+    name, options = method_options(base)
     optimizer = create_optimizer(name, space, seed=seed, budget=problem.budget, options=options)
+    finish_order = np.random.default_rng(10_000 + seed)
     history: list[Observation] = []
-    spent = 0.0
-    for _ in range(problem.budget):
-        start = time.perf_counter()
-        optimizer.update(history, [])
-        (config,) = optimizer.suggest(1)
-        spent += time.perf_counter() - start
+    pending: list[dict[str, Any]] = []
+    spent, suggestions = 0.0, 0
+    while len(history) < problem.budget:
+        wanted = min(in_flight - len(pending), problem.budget - len(history) - len(pending))
+        if wanted > 0:
+            start = time.perf_counter()
+            optimizer.update(history, pending)
+            pending += optimizer.suggest(wanted)
+            spent += time.perf_counter() - start
+            suggestions += 1
+        config = pending.pop(int(finish_order.integers(len(pending))))
         history.append(Observation(config, problem.objective(config), std_error=0.0))
-    return [o.value for o in history], spent / problem.budget
+    return [o.value for o in history], spent / suggestions
 
 
 def method_options(method: str) -> tuple[str, dict[str, Any]]:
@@ -119,8 +134,10 @@ def method_options(method: str) -> tuple[str, dict[str, Any]]:
     return name, options
 
 
-def run_peer(name: str, problem: Problem, seed: int) -> tuple[list[float], float]:
-    """Same as ``run_ours`` for a peer library; its time excludes the objective's."""
+def run_method(method: str, problem: Problem, seed: int) -> tuple[list[float], float]:
+    """One run of a method, foldwise's or a peer's, on ``problem`` with ``seed``."""
+    if method not in PEERS:
+        return run_ours(method, problem, seed)
     values: list[float] = []
     timed = [0.0]
 
@@ -131,151 +148,76 @@ def run_peer(name: str, problem: Problem, seed: int) -> tuple[list[float], float
         return values[-1]
 
     start = time.perf_counter()
-    if name == "skopt_gp_minimize":
-        run_skopt(problem, objective, seed)
-    else:
-        run_optuna(problem, objective, seed, gp=name == "optuna_gp")
+    run_peer(method, problem.space, objective, problem.budget, seed)
     return values, (time.perf_counter() - start - timed[0]) / problem.budget
 
 
-def skopt_dimensions(space: dict[str, dict[str, Any]]) -> list:
-    from skopt.space import Categorical, Integer, Real
-
-    dims = []
-    for name, p in space.items():
-        prior = "log-uniform" if p.get("log") else "uniform"
-        if p["type"] == "categorical":
-            dims.append(Categorical(p["choices"], name=name))
-        elif p["type"] == "int":
-            dims.append(Integer(p["low"], p["high"], prior=prior, name=name))
-        else:
-            dims.append(Real(p["low"], p["high"], prior=prior, name=name))
-    return dims
+def version_of(method: str, problem: Problem) -> str:
+    """What a stored run must match: the peer's library or foldwise's optimizer code, and the
+    digits MLP's epochs."""
+    version = peer_version(method) if method in PEERS else code_version()
+    epochs = getattr(problem.objective, "epochs", None)
+    return version if epochs is None else f"{version}|epochs={epochs}"
 
 
-def run_skopt(problem: Problem, objective: Objective, seed: int) -> None:
-    from skopt import gp_minimize
-
-    names = list(problem.space)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        gp_minimize(
-            lambda x: objective(dict(zip(names, map(plain, x), strict=True))),
-            skopt_dimensions(problem.space),
-            n_calls=problem.budget,
-            random_state=seed,
-        )
-
-
-def plain(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def optuna_config(trial: Any, space: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    config = {}
-    for name, p in space.items():
-        if p["type"] == "categorical":
-            config[name] = trial.suggest_categorical(name, p["choices"])
-        elif p["type"] == "int":
-            config[name] = trial.suggest_int(name, p["low"], p["high"], log=p.get("log", False))
-        else:
-            config[name] = trial.suggest_float(name, p["low"], p["high"], log=p.get("log", False))
-    return config
-
-
-def run_optuna(problem: Problem, objective: Objective, seed: int, *, gp: bool) -> None:
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sampler = optuna.samplers.GPSampler(seed=seed) if gp else optuna.samplers.TPESampler(seed=seed)
-    study = optuna.create_study(sampler=sampler)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # experimental-feature warnings
-        study.optimize(lambda t: objective(optuna_config(t, problem.space)), problem.budget)
-
-
-def quality(methods: list[str], chosen: list[Problem], seeds: int) -> dict:
-    """results[problem][method] = (final best values per seed, seconds per suggestion)."""
-    results: dict[str, dict[str, tuple[list[float], float]]] = {}
+def quality(
+    methods: list[str], chosen: list[Problem], seeds: int, store: ResultStore, *, run: bool
+) -> dict[str, dict[str, dict[int, Run]]]:
+    """runs[problem][method][seed], from the store, running (and storing) what is missing."""
+    runs: dict[str, dict[str, dict[int, Run]]] = {}
     for problem in chosen:
-        results[problem.name] = {}
+        runs[problem.name] = {}
         for method in methods:
-            runner = run_ours if method_options(method)[0] in OURS else run_peer
-            bests, times = [], []
+            version, found = version_of(method, problem), {}
             for seed in range(seeds):
-                values, per_suggestion = runner(method, problem, seed)
-                bests.append(min(values))
-                times.append(per_suggestion)
-            results[problem.name][method] = (bests, statistics.mean(times))
-            per_seed = np.round(bests, 5).tolist()
-            log(f"{problem.name:16s} {method:18s} best {np.mean(bests):.5f} per seed {per_seed}")
-    return results
-
-
-def print_quality(results: dict, chosen: list[Problem], methods: list[str], seeds: int) -> None:
-    from scipy.stats import rankdata
-
-    names = [p.name for p in chosen]
-    regret, ranks, speed = {}, {}, {}
-    for problem in chosen:
-        table = results[problem.name]
-        optimum = problem.optimum
-        if optimum is None:
-            optimum = min(min(bests) for bests, _ in table.values())
-        per_seed = np.array([table[m][0] for m in methods])  # methods × seeds
-        seed_ranks = np.apply_along_axis(rankdata, 0, per_seed)
-        for i, m in enumerate(methods):
-            r = np.maximum(per_seed[i] - optimum, 0.0)
-            regret[m, problem.name] = f"{r.mean():.4g} ± {r.std(ddof=1) / math.sqrt(seeds):.2g}"
-            ranks[m, problem.name] = seed_ranks[i].mean()
-            speed[m, problem.name] = f"{table[m][1]:.3g}"
-    header = "| method | " + " | ".join(names) + " |"
-    rule = "|---" * (len(names) + 1) + "|"
-    print(f"\n### Mean final regret ± s.e. ({seeds} seeds)\n\n{header}\n{rule}")
-    for m in methods:
-        print(f"| {m} | " + " | ".join(regret[m, n] for n in names) + " |")
-    print(f"\n### Mean rank (1 = best)\n\n{header[:-1]}| all |\n{rule}---|")
-    for m in methods:
-        cells = [f"{ranks[m, n]:.2f}" for n in names]
-        print(
-            f"| {m} | " + " | ".join(cells) + f" | {np.mean([ranks[m, n] for n in names]):.2f} |"
-        )
-    print(f"\n### Seconds per suggestion (mean over the run)\n\n{header}\n{rule}")
-    for m in methods:
-        print(f"| {m} | " + " | ".join(speed[m, n] for n in names) + " |")
+                stored = store.get(problem.name, method, seed, version)
+                if stored is None and run:
+                    values, seconds = run_method(method, problem, seed)
+                    stored = Run(problem.name, method, seed, version, values, seconds)
+                    store.add(stored)
+                    log(f"{problem.name:16s} {method:18s} seed {seed:2d} best {min(values):.5f}")
+                if stored is not None:
+                    found[seed] = stored
+            runs[problem.name][method] = found
+    return runs
 
 
 def timing(points: list[int], repeats: int) -> None:
-    """Median seconds of one suggestion on Hartmann6 with n random completed observations."""
+    """Median seconds of one suggestion on Hartmann6 with n random completed observations and
+    ``PENDING`` running trials."""
     space = box([f"x{i}" for i in range(6)], 0.0, 1.0)
     rng = np.random.default_rng(0)
-    X = rng.random((max(points), 6))
+    X = rng.random((max(points) + PENDING, 6))
     y = np.array([hartmann6(x) for x in X])
     timers = {"gp": time_ours, "skopt.Optimizer": time_skopt, "optuna_gp": time_optuna}
-    print("\n### Seconds per suggestion against observations (Hartmann6, median)\n")
+    print(
+        f"\n### Seconds per suggestion against observations, {PENDING} pending "
+        "(Hartmann6, median)\n"
+    )
     print("| optimizer | " + " | ".join(map(str, points)) + " |")
     print("|---" * (len(points) + 1) + "|")
     for name, timer in timers.items():
         cells = []
         for n in points:
             runs = 1 if name == "skopt.Optimizer" and n > 100 else repeats
-            cells.append(statistics.median(timer(space, X[:n], y[:n]) for _ in range(runs)))
+            done, running = slice(0, n), slice(n, n + PENDING)
+            times = (timer(space, X[done], y[done], X[running]) for _ in range(runs))
+            cells.append(statistics.median(times))
         print(f"| {name} | " + " | ".join(f"{c:.3g}" for c in cells) + " |")
 
 
-def time_ours(space: dict, X: np.ndarray, y: np.ndarray) -> float:
+def time_ours(space: dict, X: np.ndarray, y: np.ndarray, running: np.ndarray) -> float:
     optimizer = create_optimizer("gp", parse_space(space), seed=0)
-    history = [
-        Observation(dict(zip(space, map(float, x), strict=False)), v, 0.0)
-        for x, v in zip(X, y, strict=False)
-    ]
+    configs = [dict(zip(space, map(float, x), strict=True)) for x in [*X, *running]]
+    history = [Observation(c, v, 0.0) for c, v in zip(configs, y, strict=False)]
     start = time.perf_counter()
-    optimizer.update(history, [])
+    optimizer.update(history, configs[len(history) :])
     optimizer.suggest(1)
     return time.perf_counter() - start
 
 
-def time_skopt(space: dict, X: np.ndarray, y: np.ndarray) -> float:
+def time_skopt(space: dict, X: np.ndarray, y: np.ndarray, running: np.ndarray) -> float:
+    """skopt's ``Optimizer`` has no pending points in ``ask(1)``: it is timed without them."""
     from skopt import Optimizer
 
     optimizer = Optimizer(skopt_dimensions(space), random_state=0)
@@ -287,7 +229,7 @@ def time_skopt(space: dict, X: np.ndarray, y: np.ndarray) -> float:
     return time.perf_counter() - start
 
 
-def time_optuna(space: dict, X: np.ndarray, y: np.ndarray) -> float:
+def time_optuna(space: dict, X: np.ndarray, y: np.ndarray, running: np.ndarray) -> float:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -297,6 +239,13 @@ def time_optuna(space: dict, X: np.ndarray, y: np.ndarray) -> float:
         study.add_trial(
             optuna.trial.create_trial(
                 params=dict(zip(space, x, strict=False)), distributions=dists, value=v
+            )
+        )
+    for x in running:
+        params = dict(zip(space, x, strict=True))
+        study.add_trial(
+            optuna.trial.create_trial(
+                params=params, distributions=dists, state=optuna.trial.TrialState.RUNNING
             )
         )
     start = time.perf_counter()
@@ -346,26 +295,37 @@ def log(message: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--seeds", type=int, default=20, help="seeds 0 .. N-1")
     suite = ",".join([*synthetic_problems(), "digits_mlp"])
     parser.add_argument("--problems", default=suite, help=f"comma-separated, from {suite}")
-    parser.add_argument("--methods", default=",".join(OURS + PEERS))
-    parser.add_argument("--epochs", type=int, default=3, help="digits MLP epochs per fold")
+    default_methods = ",".join(("gp", "gp@4", "evolution", "nas_evolution", "random", *PEERS))
+    parser.add_argument(
+        "--methods",
+        default=default_methods,
+        help="comma-separated; foldwise's may carry options (gp:xi=0) and trials in flight (@4)",
+    )
+    parser.add_argument("--epochs", type=int, default=2, help="digits MLP epochs per fold")
     parser.add_argument("--timing-points", default="10,50,100,200,400", help="'': skip timing")
     parser.add_argument("--noise-seeds", type=int, default=20, help="0: skip the noise check")
-
+    parser.add_argument("--results", type=Path, default=None, help="stored runs (JSON lines)")
+    parser.add_argument("--report-only", action="store_true", help="run nothing, print tables")
     parser.add_argument("--quick", action="store_true", help="2 seeds, no digits, short timing")
     args = parser.parse_args()
     if args.quick:
         args.seeds, args.noise_seeds, args.epochs = 2, 2, 1
         args.problems, args.timing_points = "branin,hartmann6_mixed", "10,50,100"
+        args.methods = "gp,gp@4,random,optuna_gp"
     every = problems(args.epochs)
     chosen = [every[name] for name in args.problems.split(",") if name]
     methods = [m for m in args.methods.split(",") if m]
+    store = ResultStore(args.results) if args.results else ResultStore()
     print(f"command: {' '.join(sys.argv)}")
     with threadpool_limits(limits=1):  # one core per run, as on a shared 2-core host
         if chosen:
-            print_quality(quality(methods, chosen, args.seeds), chosen, methods, args.seeds)
+            runs = quality(methods, chosen, args.seeds, store, run=not args.report_only)
+            print_quality(runs, chosen, methods, PEERS)
+        if args.report_only:
+            return
         if args.noise_seeds >= 2:
             print_fold_noise(args.noise_seeds, 30)
         if args.timing_points:

@@ -1,7 +1,11 @@
 import pytest
 
-from benchmarks.optimizers import method_options, parse_space, problems
+from benchmarks.optimizer_peers import PEERS
+from benchmarks.optimizer_results import ResultStore, Run
+from benchmarks.optimizer_tables import print_quality
+from benchmarks.optimizers import method_options, parse_space, problems, run_ours
 from optimizers import create_optimizer
+from optimizers.random_search import RandomOptimizer
 
 
 def test_a_method_name_carries_optimizer_options_after_colons():
@@ -20,3 +24,45 @@ def test_the_options_reach_the_optimizer_and_bad_ones_are_refused():
     name, options = method_options("gp:warp=log")
     with pytest.raises(ValueError, match="warp"):
         create_optimizer(name, space, options=options)
+
+
+def test_trials_in_flight_spend_the_budget_once_with_the_optimizer_told_what_runs(monkeypatch):
+    problem = problems(epochs=1)["branin"]
+    seen_pending: list[int] = []
+    real_update = RandomOptimizer.update
+
+    def update(self, completed, pending):
+        seen_pending.append(len(pending))
+        return real_update(self, completed, pending)
+
+    monkeypatch.setattr(RandomOptimizer, "update", update)
+    values, _ = run_ours("random@4", problem, seed=0)
+    assert len(values) == problem.budget
+    assert seen_pending[0] == 0 and set(seen_pending[1:]) == {3}  # a batch of 4, then 3 running
+    sequential, _ = run_ours("random", problem, seed=0)
+    assert len(sequential) == problem.budget
+
+
+def test_stored_runs_are_reused_only_for_their_version(tmp_path):
+    store = ResultStore(tmp_path / "runs.jsonl")
+    run = Run("branin", "gp", 3, "optimizers-abc", [1.0, 0.5], 0.01)
+    store.add(run)
+    again = ResultStore(tmp_path / "runs.jsonl")
+    assert again.get("branin", "gp", 3, "optimizers-abc") == run
+    assert again.get("branin", "gp", 3, "optimizers-def") is None
+
+
+def test_the_tables_compare_with_the_best_peer_and_batches_with_one_at_a_time(capsys):
+    problem = problems(epochs=1)["branin"]
+    optimum = problem.optimum
+    runs = {"branin": {}}
+    for method, regret in (("gp", 0.01), ("gp@4", 0.012), ("optuna_gp", 0.02), ("ax", 0.5)):
+        runs["branin"][method] = {
+            seed: Run("branin", method, seed, "v", [optimum + regret * (1 + seed)], 0.1)
+            for seed in range(6)
+        }
+    print_quality(runs, [problem], ["gp", "gp@4", "optuna_gp", "ax"], PEERS)
+    out = capsys.readouterr().out
+    assert "| branin | optuna_gp | -0.035 ± 0.0076 | 6 / 0 of 6 | 0.0312 (better) |" in out
+    assert "| gp@4 | branin | 0.035 | 0.042 | 1.20 |" in out
+    assert "| gp | 1.00 | 1.00 |" in out  # best rank everywhere

@@ -1,0 +1,132 @@
+"""The optimizer benchmark's quality tables, as markdown, from stored runs.
+
+Regret is the final best value minus the problem's optimum (for the digits MLP, minus the best
+value any shown run found). Ranks and paired comparisons use only the seeds every shown method
+has, so each comparison is between runs of the same seeds.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from scipy.stats import rankdata, wilcoxon
+
+from benchmarks.optimizer_results import Run
+from benchmarks.problems import Problem
+
+Runs = dict[str, dict[str, dict[int, Run]]]  # runs[problem][method][seed]
+
+
+def final_regrets(runs: Runs, problem: Problem, methods: list[str]) -> dict[str, dict[int, float]]:
+    """regret[method][seed] of the best value found."""
+    table = runs[problem.name]
+    optimum = problem.optimum
+    if optimum is None:
+        optimum = min(min(r.values) for m in methods for r in table[m].values())
+    return {
+        m: {seed: max(min(r.values) - optimum, 0.0) for seed, r in table[m].items()}
+        for m in methods
+    }
+
+
+def common_seeds(regrets: dict[str, dict[int, float]]) -> list[int]:
+    shared = set.intersection(*(set(by_seed) for by_seed in regrets.values()))
+    return sorted(shared)
+
+
+def mean_se(values: Any) -> str:
+    values = np.asarray(values, dtype=float)
+    if len(values) < 2:
+        return f"{values.mean():.4g}" if len(values) else "-"
+    return f"{values.mean():.4g} ± {values.std(ddof=1) / math.sqrt(len(values)):.2g}"
+
+
+def row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def print_quality(runs: Runs, chosen: list[Problem], methods: list[str], peers: tuple) -> None:
+    """Regret, rank, the GP against the best peer, batch against sequential, and speed."""
+    names = [p.name for p in chosen]
+    regrets = {p.name: final_regrets(runs, p, methods) for p in chosen}
+    head = row(["method", *names]) + "\n" + "|---" * (len(names) + 1) + "|"
+    seeds = sorted({len(by_seed) for r in regrets.values() for by_seed in r.values()})
+    print(f"\n### Mean final regret ± s.e. (seeds per cell: {seeds})\n\n{head}")
+    for m in methods:
+        print(row([m, *(mean_se(list(regrets[n][m].values())) for n in names)]))
+    print_ranks(regrets, names, [m for m in methods if "@" not in m])
+    ours = [m for m in methods if m not in peers and "@" not in m]
+    shown_peers = [m for m in methods if m in peers]
+    if ours and shown_peers:
+        print_against_best_peer(regrets, names, ours[0], shown_peers)
+    print_batches(regrets, names, methods)
+    print(f"\n### Seconds per suggestion (mean over runs)\n\n{head}")
+    for m in methods:
+        cells = []
+        for n in names:
+            seconds = [r.seconds for r in runs[n][m].values()]
+            cells.append(f"{np.mean(seconds):.3g}" if seconds else "-")
+        print(row([m, *cells]))
+
+
+def print_ranks(regrets: dict, names: list[str], methods: list[str]) -> None:
+    """Mean rank per problem over the seeds all ``methods`` share, and over the suite."""
+    ranks: dict[str, list[float]] = {m: [] for m in methods}
+    counts = []
+    for n in names:
+        shared = common_seeds({m: regrets[n][m] for m in methods})
+        counts.append(str(len(shared)))
+        if not shared:
+            for m in methods:
+                ranks[m].append(math.nan)
+            continue
+        table = np.array([[regrets[n][m][s] for s in shared] for m in methods])
+        per_seed = np.apply_along_axis(rankdata, 0, table)
+        for i, m in enumerate(methods):
+            ranks[m].append(float(per_seed[i].mean()))
+    print(f"\n### Mean rank (1 = best; seeds shared by all: {', '.join(counts)})\n")
+    print(row(["method", *names, "all"]) + "\n" + "|---" * (len(names) + 2) + "|")
+    for m in methods:
+        cells = [f"{r:.2f}" for r in ranks[m]]
+        print(row([m, *cells, f"{np.nanmean(ranks[m]):.2f}"]))
+
+
+def print_against_best_peer(regrets: dict, names: list[str], ours: str, peers: list[str]) -> None:
+    """Paired over seeds: ours minus the peer with the lowest mean regret on each problem."""
+    print(f"\n### {ours} against the best peer per problem (paired over seeds)\n")
+    print(row(["problem", "best peer", f"{ours} − peer", "seeds better / worse", "Wilcoxon p"]))
+    print("|---|---|---|---|---|")
+    for n in names:
+        best = min(peers, key=lambda m: np.mean(list(regrets[n][m].values()) or [math.inf]))
+        shared = common_seeds({ours: regrets[n][ours], best: regrets[n][best]})
+        if len(shared) < 2:
+            continue
+        a = np.array([regrets[n][ours][s] for s in shared])
+        b = np.array([regrets[n][best][s] for s in shared])
+        diff = a - b
+        p = wilcoxon(a, b).pvalue if np.any(diff != 0) else 1.0
+        verdict = f"{p:.3g}"
+        if p < 0.05:
+            verdict += " (worse)" if diff.mean() > 0 else " (better)"
+        tally = f"{int((diff < 0).sum())} / {int((diff > 0).sum())} of {len(shared)}"
+        print(row([n, best, mean_se(diff), tally, verdict]))
+
+
+def print_batches(regrets: dict, names: list[str], methods: list[str]) -> None:
+    """Each ``method@k`` against the same method one at a time, after the same evaluations."""
+    batched = [m for m in methods if "@" in m and m.split("@")[0] in methods]
+    if not batched:
+        return
+    print("\n### Trials in flight against one at a time (mean final regret, same budget)\n")
+    print(row(["method", "problem", "one at a time", "in flight", "ratio"]))
+    print("|---|---|---|---|---|")
+    for m in batched:
+        base = m.split("@")[0]
+        for n in names:
+            shared = common_seeds({m: regrets[n][m], base: regrets[n][base]})
+            seq = np.mean([regrets[n][base][s] for s in shared])
+            par = np.mean([regrets[n][m][s] for s in shared])
+            ratio = f"{par / seq:.2f}" if seq > 0 else "-"
+            print(row([m, n, f"{seq:.4g}", f"{par:.4g}", ratio]))
