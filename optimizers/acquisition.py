@@ -1,10 +1,12 @@
-"""Cheap maximisation of an acquisition function over a mixed, conditional space.
+"""Maximisation of an acquisition function over a mixed, conditional space.
 
-No gradients: the encoded space mixes one-hot blocks, rounded integers and parameters that
-switch on and off, so a few thousand scored candidates do better per millisecond. Candidates
-are uniform points, perturbations of the best observed configurations, and then two rounds of
-ever smaller perturbations of the best candidates so far. Every candidate is decoded and
-encoded again, so it is scored exactly as the configuration it stands for.
+The encoded space mixes one-hot blocks, rounded integers and parameters that switch on and
+off, so the search starts from scored candidates: uniform points, perturbations of the best
+observed configurations, and rounds of ever smaller perturbations of the best candidates so
+far. When the acquisition has a gradient, the leading candidates are then polished by L-BFGS-B
+on their numeric columns together (BoTorch's multi-start optimisation, with the discrete part
+of each start held). Every candidate is decoded and encoded again, so it is scored exactly as
+the configuration it stands for.
 """
 
 from __future__ import annotations
@@ -13,11 +15,14 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from scipy.optimize import minimize
 
 from optimizers.encoding import SpaceEncoding
 from optimizers.sampling import config_key
 
 Score = Callable[[np.ndarray], np.ndarray]
+Gradient = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""Acquisition values at rows of X and their gradients (one row per point)."""
 
 LOCAL_COPIES = 20
 """Perturbed copies of each anchor or leading candidate."""
@@ -27,6 +32,9 @@ MIN_GAP = 0.02
 
 REFINE_SCALES = (0.05, 0.015, 0.005, 0.0015)
 """Standard deviations (in unit coordinates) of the refinement rounds."""
+
+POLISH_STARTS = 5
+POLISH_ITERATIONS = 100
 
 
 def maximize_acquisition(
@@ -39,9 +47,11 @@ def maximize_acquisition(
     candidates: int,
     avoid: np.ndarray | None = None,
     top: int = 5,
+    gradient: Gradient | None = None,
 ) -> dict[str, Any] | None:
     """The highest-scoring configuration whose key is not in ``seen`` and that lies at least
-    ``MIN_GAP`` from every row of ``avoid`` (running trials); None if there is none."""
+    ``MIN_GAP`` from every row of ``avoid`` (running trials); None if there is none.
+    ``gradient`` (the score and its gradient) turns on the polishing of the leaders."""
     starts = [encoding.sample(candidates, rng)]
     if len(anchors):
         starts.append(perturb(encoding, np.repeat(anchors, LOCAL_COPIES, axis=0), 0.1, rng))
@@ -54,11 +64,42 @@ def maximize_acquisition(
         configs += more_configs
         X = np.vstack([X, more_X])
         scores = np.concatenate([scores, score(more_X)])
+    numeric = [encoding.columns[name].start for name in encoding.scales]
+    if gradient is not None and numeric:
+        leaders = X[np.argsort(-scores, kind="stable")[:POLISH_STARTS]]
+        more_configs, more_X = canonical(encoding, polish(gradient, leaders, numeric))
+        configs += more_configs
+        X = np.vstack([X, more_X])
+        scores = np.concatenate([scores, score(more_X)])
     crowded = too_close(X, avoid)
     for i in np.argsort(-scores, kind="stable"):
         if not crowded[i] and config_key(configs[i]) not in seen:
             return configs[i]
     return None
+
+
+def polish(gradient: Gradient, starts: np.ndarray, numeric: list[int]) -> np.ndarray:
+    """The starts after L-BFGS-B ascent of the acquisition on their ``numeric`` columns within
+    [0, 1], all starts as one problem (their sum), so one optimiser run serves them all."""
+    base, shape = starts.copy(), (len(starts), len(numeric))
+
+    def negative(flat: np.ndarray) -> tuple[float, np.ndarray]:
+        X = base.copy()
+        X[:, numeric] = flat.reshape(shape)
+        values, grads = gradient(X)
+        return -float(values.sum()), -grads[:, numeric].ravel()
+
+    result = minimize(
+        negative,
+        base[:, numeric].ravel(),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=[(0.0, 1.0)] * (shape[0] * shape[1]),
+        options={"maxiter": POLISH_ITERATIONS},
+    )
+    polished = base.copy()
+    polished[:, numeric] = np.clip(result.x.reshape(shape), 0.0, 1.0)
+    return polished
 
 
 def too_close(X: np.ndarray, avoid: np.ndarray | None) -> np.ndarray:

@@ -110,6 +110,21 @@ class SpaceEncoding:
                 X[:, self.columns[name]] = np.eye(len(param.choices))[picks]
         return X
 
+    def from_unit_cube(self, U: np.ndarray) -> np.ndarray:
+        """Encoded points from points of the unit cube with one coordinate per parameter (in
+        ``names`` order): numeric columns take it as is, a categorical picks choice ⌊u·k⌋.
+        Evenly spread points of the cube (a Sobol sequence) stay evenly spread."""
+        X = np.empty((len(U), self.width))
+        for j, name in enumerate(self.names):
+            param = self.space[name]
+            if isinstance(param, CategoricalParam):
+                k = len(param.choices)
+                picks = np.minimum((U[:, j] * k).astype(int), k - 1)
+                X[:, self.columns[name]] = np.eye(k)[picks]
+            else:
+                X[:, self.columns[name].start] = U[:, j]
+        return X
+
     def choice_index(self, name: str, value: Any) -> int | None:
         """Index of ``value`` among ``name``'s choices: by ``repr`` (so 1 and True differ), then
         by equality for numbers (2.0 read back from JSON for the choice 2)."""

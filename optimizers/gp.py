@@ -1,4 +1,4 @@
-"""Bayesian optimisation: a Gaussian process with scikit-optimize's expected improvement.
+"""Bayesian optimisation: a Gaussian process with log expected improvement.
 
 The model sees configurations through :class:`~optimizers.encoding.SpaceEncoding` (unit
 numeric columns, one-hot categories, inactive parameters at a fixed centre value) and losses
@@ -6,7 +6,10 @@ warped against diverged trials (:mod:`optimizers.output_warp`) and standardised.
 (:mod:`optimizers.gp_model`) has skopt's default kernel for this use (constant × Matérn 5/2,
 one length-scale per parameter, a categorical's one-hot columns sharing theirs) plus a learned
 white-noise floor; each trial's fold standard error enters as its own extra noise, so
-trials whose folds disagree pull the model less. skopt's ``gaussian_ei`` scores candidates.
+trials whose folds disagree pull the model less. Log expected improvement
+(:mod:`optimizers.log_ei`) scores candidates, and its gradient polishes the leading ones
+(:mod:`optimizers.acquisition`); option ``acquisition: ei`` scores with skopt's
+``gaussian_ei`` and no polishing, as before.
 
 Failed trials are told as a penalty: the worst successful loss plus a tenth of the spread of
 successful losses. The region around a failure then looks worse than anything that worked, so
@@ -37,7 +40,7 @@ import numpy as np
 from skopt.acquisition import gaussian_ei
 from threadpoolctl import threadpool_limits
 
-from optimizers.acquisition import maximize_acquisition
+from optimizers.acquisition import Gradient, Score, maximize_acquisition
 from optimizers.base import (
     BaseOptimizer,
     check_count,
@@ -46,9 +49,10 @@ from optimizers.base import (
     int_option,
 )
 from optimizers.encoding import SpaceEncoding
-from optimizers.gp_model import Columns, ExactGP, Hyper, fit_hyper
+from optimizers.gp_model import PRIORS, Columns, ExactGP, Hyper, fit_hyper
+from optimizers.log_ei import log_ei, log_ei_gradient
 from optimizers.output_warp import WARPS, warp_losses
-from optimizers.sampling import config_key, sample_unique
+from optimizers.sampling import config_key, sample_unique, sobol_unique
 
 FIT_POINTS = 100
 """Hyperparameters are fitted on at most this many points, then polished on all of them."""
@@ -59,12 +63,16 @@ MAX_CANDIDATES = 5000
 SCORING_WORK = 250_000
 """Random candidates × observations per acquisition search, while above ``candidates``."""
 LIARS = ("believer", "min", "mean", "max")
+ACQUISITIONS = ("ei", "log-ei")
 
 
 class GPOptimizer(BaseOptimizer):
     """GP-EI with a random initial design, lies for pending trials and penalised failures.
 
     Options: ``n_initial`` (10) random trials before the model is used, counting pending ones;
+    ``initial`` ("random") their design, or "sobol" (a scrambled Sobol sequence of the seed);
+    ``acquisition`` ("log-ei") or "ei" (skopt's, without gradient polishing); ``prior``
+    ("optuna") the length-scale prior, or "dimension-scaled" (BoTorch's default);
     ``xi`` (0.01) EI's exploration margin in standardised units, annealed to 0 over the budget;
     ``liar`` ("believer") the made-up loss for pending trials; ``candidates`` (1000) the fewest
     random candidates per acquisition search (more, up to 5000, while observations are few);
@@ -81,20 +89,26 @@ class GPOptimizer(BaseOptimizer):
         n_initial: int = 10,
         xi: float = 0.01,
         liar: str = "believer",
+        acquisition: str = "log-ei",
+        initial: str = "random",
         candidates: int = 1000,
         restarts: int = 1,
         max_points: int = 1000,
         warp: str = "yeo-johnson",
+        prior: str = "optuna",
         **unknown: Any,
     ) -> None:
         super().configure(**unknown)
         self.n_initial = int_option("n_initial", n_initial, minimum=1)
         self.xi = float_option("xi", xi, minimum=0.0)
         self.liar = choice_option("liar", liar, LIARS)
+        self.acquisition = choice_option("acquisition", acquisition, ACQUISITIONS)
+        self.initial = choice_option("initial", initial, ("sobol", "random"))
         self.candidates = int_option("candidates", candidates, minimum=10)
         self.restarts = int_option("restarts", restarts, minimum=0)
         self.max_points = int_option("max_points", max_points, minimum=FIT_POINTS)
         self.warp = choice_option("warp", warp, WARPS)
+        self.prior = choice_option("prior", prior, tuple(PRIORS))
         self.encoding = SpaceEncoding(self.space)
         widths = [c.stop - c.start for c in self.encoding.columns.values()]
         self.columns = Columns.of_blocks(widths)  # one length-scale per parameter
@@ -104,7 +118,13 @@ class GPOptimizer(BaseOptimizer):
         rng, seen = self.rng(), self.seen_keys()
         started = len(self.completed) + len(self.pending)
         n_random = count if len(self.completed) < 2 else self.n_initial - started
-        batch = sample_unique(self.encoding, min(max(n_random, 0), count), rng, seen)
+        n_random = min(max(n_random, 0), count)
+        if self.initial == "sobol" and started < self.n_initial:
+            batch = sobol_unique(
+                self.encoding, n_random, start=started, seed=self.seed, rng=rng, seen=seen
+            )
+        else:
+            batch = sample_unique(self.encoding, n_random, rng, seen)
         if len(batch) < count:
             # One BLAS thread: the matrices are small, and threads spinning against a busy
             # host (trials run beside the service) made fits ten times slower in tests.
@@ -119,7 +139,7 @@ class GPOptimizer(BaseOptimizer):
         rows = keep_rows(y, self.max_points)
         X = self.encoding.encode([self.completed[i].params for i in rows])
         y, noise = y[rows], noise[rows]
-        hyper = fit_model(X, y, noise, self.restarts, rng, self.columns)
+        hyper = fit_model(X, y, noise, self.restarts, rng, self.columns, self.prior)
         believed = condition(hyper, X, y, noise)  # real results only: tells the lies
         # the incumbent is the best *predicted* result: a lucky noisy mean is not a target
         fitted = believed.predict(X)
@@ -134,14 +154,16 @@ class GPOptimizer(BaseOptimizer):
                 np.concatenate([y, self._lies(believed, X_run, y, best)]),
                 np.concatenate([noise, np.zeros(len(X_run))]),
             )
+            score, gradient = self._acquisition(model, best)
             config = maximize_acquisition(
-                lambda Z, m=model: gaussian_ei(Z, m, y_opt=best, xi=self.margin()),
+                score,
                 self.encoding,
                 rng,
                 anchors=anchors,
                 seen=seen,
                 candidates=max(self.candidates, min(MAX_CANDIDATES, SCORING_WORK // len(X))),
                 avoid=X_run,
+                gradient=gradient,
             )
             if config is None:  # every candidate was seen: the space is (nearly) exhausted
                 config = sample_unique(self.encoding, 1, rng, seen)[0]
@@ -149,6 +171,16 @@ class GPOptimizer(BaseOptimizer):
             running.append(config)
             batch.append(config)
         return batch
+
+    def _acquisition(self, model: ExactGP, best: float) -> tuple[Score, Gradient | None]:
+        """The acquisition's score of encoded rows, and its gradient when it has one."""
+        xi = self.margin()
+        if self.acquisition == "ei":
+            return lambda Z: gaussian_ei(Z, model, y_opt=best, xi=xi), None
+        return (
+            lambda Z: log_ei(model, Z, best, xi),
+            lambda Z: log_ei_gradient(model, Z, best, xi),
+        )
 
     def margin(self) -> float:
         """EI's margin: ``xi``, annealed linearly to 0 over the study's budget when it has one,
@@ -200,6 +232,7 @@ def fit_model(
     restarts: int,
     rng: np.random.Generator,
     columns: Columns | None = None,
+    prior: str = "optuna",
 ) -> Hyper:
     """MAP hyperparameters: L-BFGS from the default and ``restarts`` random starts on at most
     ``FIT_POINTS`` rows (the best half and the most recent rest), then a few steps on all rows.
@@ -214,10 +247,10 @@ def fit_model(
         start[-1] = np.log(10.0 ** rng.uniform(-4.0, -1.0))
         starts.append(start)
     rows = keep_rows(y, FIT_POINTS)
-    hyper = fit_hyper(X[rows], y[rows], noise[rows], starts, MAX_ITERATIONS, columns)
+    hyper = fit_hyper(X[rows], y[rows], noise[rows], starts, MAX_ITERATIONS, columns, prior)
     if len(rows) == len(y):
         return hyper
-    return fit_hyper(X, y, noise, [hyper.theta], POLISH_ITERATIONS, columns)
+    return fit_hyper(X, y, noise, [hyper.theta], POLISH_ITERATIONS, columns, prior)
 
 
 def condition(hyper: Hyper, X: np.ndarray, y: np.ndarray, noise: np.ndarray) -> ExactGP:

@@ -47,6 +47,24 @@ def test_the_initial_design_counts_pending_trials(monkeypatch: pytest.MonkeyPatc
         optimizer.suggest(3)
 
 
+def test_the_sobol_initial_design_spreads_evenly_and_resumes_where_it_was() -> None:
+    from foldwise.space import CategoricalParam, FloatParam
+
+    space = {
+        "x": FloatParam(type="float", low=0.0, high=1.0),
+        "kind": CategoricalParam(type="categorical", choices=["a", "b", "c", "d"]),
+    }
+    optimizer = GPOptimizer(space, seed=5, n_initial=8, initial="sobol")
+    design = optimizer.suggest(8)
+    assert sorted(int(c["x"] * 8) for c in design) == list(range(8))  # one per eighth
+    assert sorted(c["kind"] for c in design) == ["a", "a", "b", "b", "c", "c", "d", "d"]
+    restarted = GPOptimizer(space, seed=5, n_initial=8, initial="sobol")
+    restarted.update([observe(c, 1.0) for c in design[:3]], design[3:5])
+    assert restarted.suggest(3) == design[5:]
+    other_seed = GPOptimizer(space, seed=6, n_initial=8, initial="sobol").suggest(8)
+    assert other_seed != design
+
+
 def test_maximised_values_are_negated_and_fold_noise_is_scaled() -> None:
     optimizer = GPOptimizer(PLANE, direction="maximize", warp="none")
     history = [observe({"x": 0.1, "y": 0.1}, 1.0), observe({"x": 0.2, "y": 0.1}, 3.0)]
