@@ -151,8 +151,9 @@ function drawCurves() {
   const metric = document.getElementById("metric").value;
   const runs = trial.folds.filter((f) => f.epochs.length);
   const scale = curvesAxis.scale(runs.flatMap((f) => f.epochs.map((e) => e.metrics[metric])).filter((v) => typeof v === "number"), false);
-  document.getElementById("curves-tools").hidden = !runs.length;
-  if (!runs.length || !metric) return showEmpty("plot-curves", noEpochs());
+  document.getElementById("curves-tools").hidden = !runs.length || !metric;
+  if (!runs.length) return showEmpty("plot-curves", noEpochs());
+  if (!metric) return showEmpty("plot-curves", "Its epochs reported no metric to plot.");
   const latest = new Map(trial.folds.map((f) => [f.fold, f.attempt]));
   const traces = runs.map((f) => ({
     type: "scatter", mode: "lines+markers", name: `fold ${f.fold}${f.attempt ? ` (attempt ${f.attempt})` : ""}`,

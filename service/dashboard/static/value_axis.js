@@ -60,8 +60,9 @@ export class ValueAxis {
   }
 
   /** The axis for ``values`` (all that the plot shows; ``bulk``: those that say where the bulk
-   * lies, by default the same). Returns ``{axis, off(v), pin}``: Plotly axis settings, whether a
-   * value lies off the range, and where such a value is drawn (at the worse edge). */
+   * lies, by default the same). Returns ``{axis, off(v), pin, clipped}``: Plotly axis settings,
+   * whether a value lies off the range, where such a value is drawn (at the worse edge), and
+   * whether any does (else per-point marker arrays are not needed). */
   scale(values, maximize, bulk = values) {
     const finite = values.filter(Number.isFinite);
     const log = this.allowLog(finite);
@@ -72,14 +73,14 @@ export class ValueAxis {
     if (this.allLabel) this.allLabel.hidden = bound === null || !off.length;
     const clip = off.length > 0 && !this.allBox?.checked;
     this.say(clip ? off : [], maximize, log ? 10 ** bound : bound);
-    if (!clip) return { axis: { type: log ? "log" : "linear" }, off: () => false, pin: null };
+    if (!clip) return { axis: { type: log ? "log" : "linear" }, off: () => false, pin: null, clipped: false };
     const kept = finite.filter((v) => !isOff(v)).map(t);
     const lo = maximize ? bound : Math.min(...kept);
     const hi = maximize ? Math.max(...kept) : bound;
     const span = hi - lo || Math.abs(hi) * 0.1 || 1;
     const range = maximize ? [lo - 0.1 * span, hi + 0.05 * span] : [lo - 0.05 * span, hi + 0.1 * span];
     const edge = maximize ? lo - 0.06 * span : hi + 0.06 * span;
-    return { axis: { type: log ? "log" : "linear", range }, off: isOff, pin: log ? 10 ** edge : edge };
+    return { axis: { type: log ? "log" : "linear", range }, off: isOff, pin: log ? 10 ** edge : edge, clipped: true };
   }
 
   /** "2 values worse than 0.52 (up to 1.88) are off the scale…", or nothing. */

@@ -236,7 +236,7 @@ def test_a_pruned_trial_is_marked_in_the_table_and_the_history(page, dashboard: 
         ".find(t => t.name === 'pruned (partial mean)')"
     )
     assert pruned["x"] == [PRUNED] and pruned["y"] == [0.91]
-    assert pruned["marker"]["symbol"] == ["circle-open"] and pruned["customdata"] == [PRUNED]
+    assert pruned["marker"]["symbol"] == "circle-open" and pruned["customdata"] == [PRUNED]
     hover = pruned["text"][0]
     assert hover.startswith(f"0.91 ± 0.04 over 2 of {FOLDS} folds<br>after 2 of 3 folds:")
     assert "forgiving rule)" in hover and all(len(line) <= 80 for line in hover.split("<br>"))
