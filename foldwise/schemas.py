@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, computed_field
+
+from foldwise.ansi import strip_ansi
 
 T = TypeVar("T")
+
+PlainText = Annotated[str, AfterValidator(strip_ansi)]
+"""Text for people (errors, tracebacks, reasons): terminal colour codes are dropped on the way
+in, so rows stored before the executor stripped them read clean in every face."""
 
 
 class StudyStatus(StrEnum):
@@ -85,8 +91,8 @@ class TrialSummary(_Out):
     value_folds: int | None = Field(
         None, description="How many folds the value rests on: all of them unless pruned"
     )
-    pruned_reason: str | None = Field(None, description="Why the trial was pruned")
-    error: str | None = None
+    pruned_reason: PlainText | None = Field(None, description="Why the trial was pruned")
+    error: PlainText | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
 
@@ -99,12 +105,12 @@ class Study(_Out):
     created_at: datetime
     started_at: datetime | None = None
     finished_at: datetime | None = None
-    error: str | None = None
+    error: PlainText | None = None
     owner: str | None = Field(None, description="The name of the token that created it")
     stop_requested: bool = Field(
         False, description="A stop was asked for; the scheduler is carrying it out"
     )
-    waiting: str | None = Field(
+    waiting: PlainText | None = Field(
         None,
         description="Why the study has fold runs ready that do not start (the cluster's "
         "resources are in use), or null",
@@ -132,8 +138,8 @@ class FoldRun(_Out):
     attempt: int
     status: FoldStatus
     value: float | None = None
-    error: str | None = None
-    traceback: str | None = None
+    error: PlainText | None = None
+    traceback: PlainText | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
     train_seconds: float | None = Field(None, description="Time inside training epochs")

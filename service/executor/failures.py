@@ -12,6 +12,7 @@ import traceback
 
 import ray
 
+from foldwise.ansi import strip_ansi
 from trainers.fold_runner import TrainingDiverged
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ def fold_failure(errors: dict[int, BaseException], label: str, ranks: int) -> Fo
     """
     rank, err = min(errors.items(), key=lambda item: (_severity(item[1]), item[0]))
     cause = _cause(err)
-    first_line = (str(cause).strip().splitlines() or [""])[0][:500]
+    first_line = (strip_ansi(str(cause)).strip().splitlines() or [""])[0][:500]
     message = f"{type(cause).__name__}: {first_line}"
     intact = len(errors) == ranks and all(
         isinstance(_cause(e), TrainingDiverged) for e in errors.values()
@@ -104,7 +105,8 @@ def _cause(err: BaseException) -> BaseException:
 
 
 def _traceback_text(err: BaseException) -> str:
-    """The remote traceback Ray formats into a task error's text, else the local one."""
+    """The remote traceback Ray formats into a task error's text, else the local one, without
+    the terminal colours Ray puts in its header (the text is stored and read on web pages)."""
     if isinstance(err, ray.exceptions.RayTaskError):
-        return str(err)
-    return "".join(traceback.format_exception(err))
+        return strip_ansi(str(err))
+    return strip_ansi("".join(traceback.format_exception(err)))

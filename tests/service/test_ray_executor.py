@@ -54,6 +54,17 @@ def test_failure_names_the_user_error_not_its_peers_broken_connection() -> None:
     assert "Traceback" in failure.traceback and not failure.workers_intact
 
 
+def test_failure_text_loses_the_colour_codes_ray_puts_in_its_header() -> None:
+    """Ray colours a remote traceback's header even when no terminal reads it."""
+    header = "\x1b[36mray::DDPWorker.run()\x1b[39m (pid=9247, ip=192.0.2.2)"
+    cause = ValueError("\x1b[1mrefused\x1b[0m")
+    error = ray.exceptions.RayTaskError("run", f"{header}\nValueError: refused", cause)
+    failure = fold_failure({0: error.as_instanceof_cause()}, "t", 1)
+    assert failure.message == "ValueError: refused"
+    assert failure.traceback.startswith("ray::DDPWorker.run() (pid=9247")
+    assert "\x1b" not in failure.traceback
+
+
 def test_failure_of_a_dead_worker_is_retryable() -> None:
     gloo = RuntimeError("[gloo/transport/tcp/pair.cc:553] Connection closed by peer")
     failure = fold_failure({0: _task_error(gloo), 1: ray.exceptions.ActorDiedError()}, "t", 2)
@@ -263,6 +274,7 @@ def test_user_error_is_not_retryable_and_kills_the_group(runner, executor) -> No
     assert not failure.retryable
     assert failure.message == "ValueError: tiny task refuses mode=raise"
     assert "build_model" in failure.traceback
+    assert "ray::" in failure.traceback and "\x1b" not in failure.traceback  # Ray colours it
     assert not executor.pool.busy_groups
 
 

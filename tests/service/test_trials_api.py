@@ -118,6 +118,23 @@ def test_trial_detail_has_folds_and_epochs(api: TestClient) -> None:
     assert [e["metrics"]["val_loss"] for e in fold["epochs"]] == [1.0, 0.5]
 
 
+def test_text_stored_with_terminal_colours_is_served_without_them(api: TestClient) -> None:
+    """A fold run recorded before the executor stripped Ray's colour codes reads clean."""
+    study_id = _fill(api)
+    header = "\x1b[36mray::DDPWorker.run()\x1b[39m (pid=9247)"
+    with api.app.state.sessions.begin() as session:
+        trial = trial_repo.get_trial(session, study_id, 1)
+        trial.error = "fold 0: \x1b[31mboom\x1b[0m"
+        trial.fold_runs[0].traceback = f"{header}\nValueError: boom"
+    body = api.get(f"/studies/{study_id}/trials/1")
+    assert "\\u001b" not in body.text and "\x1b" not in body.text
+    detail = body.json()
+    assert detail["error"] == "fold 0: boom"
+    assert detail["folds"][0]["traceback"] == "ray::DDPWorker.run() (pid=9247)\nValueError: boom"
+    [failed] = api.get(f"/studies/{study_id}/trials", params={"status": "failed"}).json()["data"]
+    assert failed["error"] == "fold 0: boom"
+
+
 def test_a_pruned_trial_shows_its_reason_and_folds_and_ranks_after_completed_ones(
     api: TestClient,
 ) -> None:

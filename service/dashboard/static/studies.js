@@ -32,7 +32,7 @@ function row(study) {
       : "—"),
     el("td", { class: "muted", text: `${objective.direction === "maximize" ? "max" : "min"} ${objective.metric}` }),
     el("td", { text: study.spec.optimizer.name }),
-    el("td", { text: fmtTime(study.created_at) }),
+    el("td", { class: "nowrap", text: fmtTime(study.created_at) }),
     el("td", { class: "num", text: fmtDuration(elapsed) }));
 }
 

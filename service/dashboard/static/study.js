@@ -2,8 +2,10 @@
 // (history ?since=, curves ?after=) so each poll carries only what changed.
 "use strict";
 import { api, badge, card, el, fmtDuration, fmtTime, fmtValueSe, secondsBetween, setLive, studyState } from "./common.js";
-import { drawCurves, drawFolds, drawHistory, drawParcoords, drawSlices } from "./study_plots.js";
+import { drawParcoords } from "./parcoords.js";
+import { drawCurves, drawFolds, drawHistory, drawSlices } from "./study_plots.js";
 import { TrialTable } from "./trial_table.js";
+import { ValueAxis } from "./value_axis.js";
 
 const STUDY_ID = window.FOLDWISE.studyId;
 const BASE = `/studies/${STUDY_ID}`;
@@ -15,6 +17,7 @@ const state = {
   study: null, points: new Map(), best: { number: [], value: [] }, count: 0, sampled: false,
   pruned: new Map(), prunedCount: 0, prunedSampled: false,
   historyCursor: null, curves: new Map(), curvesCursor: 0, running: [], metric: null, table: null,
+  axes: {},
 };
 
 function renderSummary(study) {
@@ -89,10 +92,14 @@ function prunedNote() {
   return ` Hollow grey: ${shown}${count.toLocaleString("en")} pruned trial${count > 1 ? "s" : ""} at the mean of the folds they ran, not in the best-so-far line.`;
 }
 
-function noteDense() {
+/** What the parallel coordinates show; ``range`` is what drawParcoords answered (or nothing). */
+function noteDense(range) {
   const shown = state.denseShown ?? 0;
   const of = state.count > shown ? `${shown.toLocaleString("en")} of ${state.count.toLocaleString("en")} completed trials (the best quarter and an even spread)` : "Every completed trial";
-  document.getElementById("parcoords-note").textContent = `${of}, coloured by value. Click a line or point to open its trial.`;
+  const maximize = state.study.spec.objective.direction === "maximize";
+  const n = range?.off ?? 0;
+  const far = n ? ` ${n} value${n > 1 ? "s" : ""} far ${maximize ? "below" : "above"} the rest sit${n > 1 ? "" : "s"} at the ${maximize ? "bottom" : "top"} of the ${state.study.spec.objective.metric} axis, in the worst colour.` : "";
+  document.getElementById("parcoords-note").textContent = `${of}, coloured by value: the darker, the better.${far} Click a line or point to open its trial.`;
 }
 
 function mergeCurves(body) {
@@ -111,8 +118,11 @@ function mergeCurves(body) {
   const running = new Set(body.running);
   for (const [key, s] of state.curves) if (!running.has(s.trial)) state.curves.delete(key);
   const count = running.size;
+  const reporting = new Set([...state.curves.values()].map((s) => s.trial)).size;
+  const waiting = count - reporting;
+  const wait = waiting && reporting ? ` (${waiting} waiting for ${waiting > 1 ? "their" : "its"} first epoch)` : waiting ? `, waiting for ${count > 1 ? "their" : "its"} first epoch` : "";
   document.getElementById("curves-note").textContent = count
-    ? `${count} running trial${count > 1 ? "s" : ""}, metric ${body.metric}, latest attempt of each fold.`
+    ? `${count} running trial${count > 1 ? "s" : ""}${wait}; metric ${body.metric}, latest attempt of each fold.`
     : `Metric ${body.metric}.`;
 }
 
@@ -127,20 +137,35 @@ function thin(points, n) {
   return points.filter((p) => keep.has(p.number));
 }
 
-function drawAll() {
-  const points = [...state.points.values()].sort((a, b) => a.number - b.number);
+const completedPoints = () => [...state.points.values()].sort((a, b) => a.number - b.number);
+
+function redrawHistory() {
+  const points = completedPoints();
   const pruned = [...state.pruned.values()].sort((a, b) => a.number - b.number);
   const last = Math.max(points.at(-1)?.number ?? 0, pruned.at(-1)?.number ?? 0, ...state.running);
-  const dense = thin(points, DENSE_POINTS);
-  state.denseShown = dense.length;
-  return Promise.all([
-    drawHistory(state.study, points, pruned, state.best, last),
-    drawParcoords(state.study, dense),
-    drawSlices(state.study, dense),
-  ]);
+  return drawHistory(state.study, points, pruned, state.best, last, state.axes.history);
 }
 
-const drawRunning = () => drawCurves(state.metric, [...state.curves.values()]);
+const redrawSlices = () => drawSlices(state.study, state.dense, state.axes.slices);
+
+async function drawAll() {
+  state.dense = thin(completedPoints(), DENSE_POINTS);
+  state.denseShown = state.dense.length;
+  const [, range] = await Promise.all([redrawHistory(), drawParcoords(state.study, state.dense), redrawSlices()]);
+  noteDense(range);
+}
+
+const drawRunning = () => drawCurves(state.metric, [...state.curves.values()], state.running, state.axes.curves);
+
+/** The log and range switches above the plots that have a value axis. */
+function makeAxes() {
+  const tools = (id) => document.getElementById(id);
+  state.axes = {
+    history: new ValueAxis(tools("history-tools"), tools("history-clip"), redrawHistory, { name: "history" }),
+    slices: new ValueAxis(tools("slices-tools"), tools("slices-clip"), redrawSlices, { name: "slices" }),
+    curves: new ValueAxis(tools("curves-tools"), null, drawRunning, { name: "curves", fit: false }),
+  };
+}
 
 /** Clicking a trial's point (history) or line (parallel coordinates) opens the trial page. */
 function linkClicks() {
@@ -160,7 +185,6 @@ async function loadAll() {
   mergeHistory(history, true);
   mergeCurves(curves);
   await Promise.all([drawAll(), drawFolds(state.study, folds), drawRunning(), table]);
-  noteDense();
 }
 
 /** One live step: only the deltas since the cursors, and the table page when counts move. */
@@ -174,7 +198,7 @@ async function poll() {
   ]);
   const fresh = [...history.number.filter((n) => !state.points.has(n)),
     ...history.pruned.number.filter((n) => !state.pruned.has(n))];
-  if (fresh.length) { mergeHistory(history, false); await drawAll(); noteDense(); }
+  if (fresh.length) { mergeHistory(history, false); await drawAll(); }
   const runningChanged = curves.running.join() !== state.running.join();
   if (curves.trial.length || runningChanged) { mergeCurves(curves); await drawRunning(); }
   const p = state.study.progress;
@@ -222,6 +246,7 @@ async function main() {
   }
   renderSummary(state.study);
   state.table = new TrialTable(state.study);
+  makeAxes();
   document.getElementById("stop").addEventListener("click", stop);
   await loadAll();
   linkClicks();

@@ -1,6 +1,7 @@
 // The study page's plots, drawn from the compact arrays of /studies/{id}/insights/*.
 "use strict";
 import { baseLayout, draw, fmt, fmtValueSe, showEmpty } from "./common.js";
+import { offSymbol } from "./value_axis.js";
 
 const BLUE = "#0969da";
 const GREEN = "#1a7f37";
@@ -11,25 +12,37 @@ const objectiveTitle = (study) =>
   `${study.spec.objective.metric} (${study.spec.objective.direction === "maximize" ? "higher" : "lower"} is better)`;
 
 /** History: every shown trial with its fold s.e. as an error bar, the pruned trials as hollow
- * grey markers at their partial means, and the best-so-far steps (completed trials only). */
-export function drawHistory(study, points, pruned, best, lastNumber) {
-  if (!points.length && !pruned.length) return showEmpty("plot-history", "No completed trials yet.");
+ * grey markers at their partial means, and the best-so-far steps (completed trials only).
+ * ``axis`` (a ValueAxis) picks a log or linear scale and, by default, a range that leaves out
+ * values far worse than the bulk: those are drawn on the edge, their true value on hover. */
+export function drawHistory(study, points, pruned, best, lastNumber, axis) {
+  if (!points.length && !pruned.length) {
+    axis.scale([], false);
+    return showEmpty("plot-history", "No completed trials yet.");
+  }
+  const maximize = study.spec.objective.direction === "maximize";
+  const scale = axis.scale([...points, ...pruned].map((p) => p.value), maximize, points.map((p) => p.value));
+  const y = (p) => (scale.off(p.value) ? scale.pin : p.value);
+  // per-point marker arrays only when some value is off the scale: Plotly draws scalars faster
+  const each = (list, f, plain) => (scale.clipped ? list.map(f) : plain);
+  const symbol = (shape) => (p) => (scale.off(p.value) ? offSymbol(maximize) + (shape.endsWith("-open") ? "-open" : "") : shape);
+  const offNote = (p) => (scale.off(p.value) ? " (off the scale)" : "");
   const trials = {
     type: "scatter", mode: "markers", name: "trial value ± fold s.e.",
-    x: points.map((p) => p.number), y: points.map((p) => p.value),
-    error_y: { type: "data", array: points.map((p) => p.se ?? 0), visible: true, thickness: 1, width: 0, color: "rgba(9,105,218,0.35)" },
-    marker: { color: BLUE, size: 5, opacity: 0.7 },
+    x: points.map((p) => p.number), y: points.map(y),
+    error_y: { type: "data", array: points.map((p) => (scale.off(p.value) ? 0 : p.se ?? 0)), visible: true, thickness: 1, width: 0, color: "rgba(9,105,218,0.35)" },
+    marker: { color: BLUE, size: each(points, (p) => (scale.off(p.value) ? 9 : 5), 5), opacity: 0.7, symbol: each(points, symbol("circle"), "circle") },
     customdata: points.map((p) => p.number),
-    text: points.map((p) => fmtValueSe(p.value, p.se)),
+    text: points.map((p) => fmtValueSe(p.value, p.se) + offNote(p)),
     hovertemplate: "trial %{x}<br>%{text}<extra></extra>",
   };
   const folds = study.spec.parallel.folds;
   const stopped = {
     type: "scatter", mode: "markers", name: "pruned (partial mean)",
-    x: pruned.map((p) => p.number), y: pruned.map((p) => p.value),
-    marker: { symbol: "circle-open", color: GREY, size: 7, line: { width: 1.5 } },
+    x: pruned.map((p) => p.number), y: pruned.map(y),
+    marker: { symbol: each(pruned, symbol("circle-open"), "circle-open"), color: GREY, size: 7, line: { width: 1.5 } },
     customdata: pruned.map((p) => p.number),
-    text: pruned.map((p) => prunedHover(p, folds)),
+    text: pruned.map((p) => prunedHover(p, folds) + offNote(p)),
     hovertemplate: "trial %{x}, pruned<br>%{text}<extra></extra>",
   };
   const steps = {
@@ -40,7 +53,7 @@ export function drawHistory(study, points, pruned, best, lastNumber) {
   };
   const layout = baseLayout({
     xaxis: { title: { text: "trial number" }, zeroline: false },
-    yaxis: { title: { text: objectiveTitle(study) }, zeroline: false },
+    yaxis: { title: { text: objectiveTitle(study) }, zeroline: false, ...scale.axis },
   });
   const traces = [trials, ...(pruned.length ? [stopped] : []), ...(best.number.length ? [steps] : [])];
   return draw("plot-history", traces, layout);
@@ -65,106 +78,40 @@ function wrapLines(text, width) {
   return lines.join("<br>");
 }
 
-/** Parallel coordinates over every parameter plus the value, coloured by value.
- *
- * Drawn as SVG polylines (one trace per colour band) rather than Plotly's WebGL ``parcoords``:
- * without a GPU, software WebGL spent seconds compiling and drawing; SVG stays well under 0.5 s.
- */
-export function drawParcoords(study, points) {
-  if (points.length < 2) return showEmpty("plot-parcoords", "Needs two completed trials.");
-  const space = study.spec.space;
-  const names = Object.keys(space);
-  const axes = names.map((name) => axis(name, space[name], points.map((p) => p.params[name])));
-  axes.push(valueAxis(study, points.map((p) => p.value)));
+/** Early trials light, late ones dark (never white, so that every dot shows). */
+const TRIAL_SCALE = [[0, "#9ecae1"], [0.5, "#3182bd"], [1, "#08306b"]];
+
+/** One small scatter per parameter: value against the parameter, shaded by trial number (the
+ * colour bar says so), on the value axis ``axis`` asks for (log, far-off values on the edge). */
+export function drawSlices(study, points, axis) {
+  if (!points.length) {
+    axis.scale([], false);
+    return showEmpty("plot-slices", "No completed trials yet.");
+  }
   const maximize = study.spec.objective.direction === "maximize";
-  const values = points.map((p) => p.value);
-  const lo = Math.min(...values);
-  const hi = Math.max(...values);
-  const bandOf = (v) => Math.min(BANDS - 1, Math.floor(((v - lo) / (hi - lo || 1)) * BANDS));
-  const bands = Array.from({ length: BANDS }, () => ({ x: [], y: [], text: [], number: [] }));
-  // Worst bands first so that the best lines are drawn on top.
-  points.forEach((p, i) => {
-    const band = bands[bandOf(p.value)];
-    axes.forEach((a, d) => {
-      band.x.push(d); band.y.push(a.y[i]); band.text.push(`trial ${p.number}: ${fmt(p.value)}`); band.number.push(p.number);
-    });
-    band.x.push(null); band.y.push(null); band.text.push(null); band.number.push(null);
-  });
-  const order = [...bands.keys()].sort((a, b) => (maximize ? a - b : b - a));
-  const traces = order.map((b) => ({
-    type: "scatter", mode: "lines", x: bands[b].x, y: bands[b].y, text: bands[b].text, customdata: bands[b].number, hoverinfo: "text",
-    line: { width: 1, color: viridis((b + 0.5) / BANDS, !maximize) }, opacity: 0.55, showlegend: false,
-  }));
-  traces.push({ type: "scatter", mode: "markers", x: [null], y: [null], hoverinfo: "skip", showlegend: false,
-    marker: { color: [lo, hi], cmin: lo, cmax: hi, colorscale: "Viridis", reversescale: !maximize, showscale: true,
-      colorbar: { title: { text: study.spec.objective.metric }, thickness: 12 } } });
-  const layout = baseLayout({ margin: { l: 30, r: 20, t: 30, b: 20 }, hovermode: "closest",
-    xaxis: { visible: false, range: [-0.3, axes.length - 0.7], fixedrange: true },
-    yaxis: { visible: false, range: [-0.04, 1.04], fixedrange: true },
-    shapes: axes.map((_, d) => ({ type: "line", x0: d, x1: d, y0: 0, y1: 1, line: { color: "#8c959f", width: 1 } })),
-    annotations: axes.flatMap((a, d) => [
-      { x: d, y: 1.04, yanchor: "bottom", text: `<b>${a.label}</b>`, showarrow: false, font: { size: 12 } },
-      ...a.ticks.map(([y, label]) => ({ x: d, y, xanchor: "right", xshift: -3, text: label, showarrow: false,
-        font: { size: 10, color: "#59636e" }, bgcolor: "rgba(255,255,255,0.7)" })),
-    ]) });
-  return draw("plot-parcoords", traces, layout);
-}
-
-const BANDS = 10;
-const VIRIDIS = ["#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779", "#6ece58", "#b5de2b", "#fde725"];
-const viridis = (t, reverse) => VIRIDIS[Math.min(9, Math.floor((reverse ? 1 - t : t) * 10))];
-
-/** One axis scaled to [0, 1]: log parameters on a log scale, categories and absent values labelled. */
-function axis(name, param, raw) {
-  const absent = (v) => v === null || v === undefined;
-  const missing = raw.some(absent);
-  const floor = missing ? 0.1 : 0;  // absent values sit at the bottom, labelled "n/a"
-  const scaleTo = (t) => floor + t * (1 - floor);
-  const ticks = missing ? [[0, "n/a"]] : [];
-  if (param.type === "categorical") {
-    const choices = param.choices.map(String);
-    const at = (i) => scaleTo(choices.length > 1 ? i / (choices.length - 1) : 0.5);
-    choices.forEach((c, i) => ticks.push([at(i), c]));
-    return { label: name, ticks, y: raw.map((v) => (absent(v) ? 0 : at(choices.indexOf(String(v))))) };
-  }
-  const f = param.log ? Math.log10 : (v) => v;
-  const lo = f(param.low);
-  const hi = f(param.high);
-  const unit = (v) => (hi > lo ? (f(v) - lo) / (hi - lo) : 0.5);
-  if (param.type === "int" && !param.log && hi - lo <= 8) {
-    for (let v = lo; v <= hi; v += 1) ticks.push([scaleTo(unit(v)), String(v)]);
-  } else {
-    for (const t of [0, 0.25, 0.5, 0.75, 1]) ticks.push([scaleTo(t), fmt(param.log ? 10 ** (lo + t * (hi - lo)) : lo + t * (hi - lo), 2)]);
-  }
-  return { label: name, ticks, y: raw.map((v) => (absent(v) ? 0 : scaleTo(unit(v)))) };
-}
-
-function valueAxis(study, values) {
-  const lo = Math.min(...values);
-  const hi = Math.max(...values);
-  const ticks = [0, 0.25, 0.5, 0.75, 1].map((t) => [t, fmt(lo + t * (hi - lo), 3)]);
-  return { label: study.spec.objective.metric, ticks, y: values.map((v) => (hi > lo ? (v - lo) / (hi - lo) : 0.5)) };
-}
-
-/** One small scatter per parameter: value against the parameter, coloured by trial number. */
-export function drawSlices(study, points) {
-  if (!points.length) return showEmpty("plot-slices", "No completed trials yet.");
+  const scale = axis.scale(points.map((p) => p.value), maximize);
   const names = Object.keys(study.spec.space);
   const columns = Math.min(4, names.length);
   const rows = Math.ceil(names.length / columns);
+  const numbers = points.map((p) => p.number);
+  const [first, last] = [Math.min(...numbers), Math.max(...numbers)];
   const layout = baseLayout({ grid: { rows, columns, pattern: "independent", ygap: 0.35, xgap: 0.08 },
     showlegend: false, margin: { l: 60, r: 20, t: 10, b: 40 }, height: 230 * rows });
   const traces = names.map((name, i) => {
     const param = study.spec.space[name];
     const shown = points.filter((p) => p.params[name] !== null && p.params[name] !== undefined);
-    const axis = i === 0 ? "" : String(i + 1);
-    layout[`xaxis${axis}`] = { title: { text: name, standoff: 4 }, type: param.log ? "log" : param.type === "categorical" ? "category" : "linear", ...sliceTicks(param) };
-    layout[`yaxis${axis}`] = { title: { text: i % columns === 0 ? study.spec.objective.metric : "" } };
+    const axisId = i === 0 ? "" : String(i + 1);
+    layout[`xaxis${axisId}`] = { title: { text: name, standoff: 4 }, type: param.log ? "log" : param.type === "categorical" ? "category" : "linear", ...sliceTicks(param) };
+    layout[`yaxis${axisId}`] = { title: { text: i % columns === 0 ? study.spec.objective.metric : "" }, ...scale.axis };
     return {
-      type: "scatter", mode: "markers", xaxis: `x${axis}`, yaxis: `y${axis}`,
-      x: shown.map((p) => p.params[name]), y: shown.map((p) => p.value),
-      marker: { size: 4, color: shown.map((p) => p.number), colorscale: "Blues", opacity: 0.75 },
-      hovertemplate: `${name}=%{x}<br>value %{y:.4g}<extra></extra>`,
+      type: "scatter", mode: "markers", xaxis: `x${axisId}`, yaxis: `y${axisId}`,
+      x: shown.map((p) => p.params[name]), y: shown.map((p) => (scale.off(p.value) ? scale.pin : p.value)),
+      customdata: shown.map((p) => p.number), text: shown.map((p) => fmt(p.value) + (scale.off(p.value) ? " (off the scale)" : "")),
+      marker: { size: scale.clipped ? shown.map((p) => (scale.off(p.value) ? 8 : 5)) : 5,
+        symbol: scale.clipped ? shown.map((p) => (scale.off(p.value) ? offSymbol(maximize) : "circle")) : "circle",
+        color: shown.map((p) => p.number), cmin: first, cmax: Math.max(last, first + 1), colorscale: TRIAL_SCALE, opacity: 0.8,
+        showscale: i === 0, colorbar: { title: { text: "trial number (darker = later)", side: "right" }, thickness: 12, len: Math.min(1, 300 / (230 * rows)), y: 1, yanchor: "top" } },
+      hovertemplate: `trial %{customdata}<br>${name}=%{x}<br>value %{text}<extra></extra>`,
     };
   });
   document.getElementById("plot-slices").style.height = `${230 * rows}px`;
@@ -201,9 +148,15 @@ export function drawFolds(study, top) {
   return draw("plot-folds", traces, layout);
 }
 
-/** Learning curves of the running trials: a colour per trial, one line per fold. */
-export function drawCurves(metric, series) {
-  if (!series.length) return showEmpty("plot-curves", "No trial is running.");
+/** Learning curves of the running trials: a colour per trial, one line per fold. ``running``:
+ * the running trials' numbers, some of which may have no epoch yet. */
+export function drawCurves(metric, series, running, axis) {
+  const values = series.flatMap((s) => s.value).filter(Number.isFinite);
+  const scale = axis.scale(values, false);
+  if (!series.length) {
+    const n = running.length;
+    return showEmpty("plot-curves", n ? `${n} running trial${n > 1 ? "s" : ""}, waiting for ${n > 1 ? "their" : "its"} first epoch.` : "No trial is running.");
+  }
   const trials = [...new Set(series.map((s) => s.trial))].sort((a, b) => a - b);
   const traces = series.map((s) => ({
     type: "scatter", mode: "lines+markers", x: s.epoch, y: s.value,
@@ -211,7 +164,7 @@ export function drawCurves(metric, series) {
     line: { color: FOLD_COLORS[trials.indexOf(s.trial) % FOLD_COLORS.length], width: 1.5 }, marker: { size: 4 },
     hovertemplate: `trial ${s.trial}, fold ${s.fold}, epoch %{x}: %{y:.4g}<extra></extra>`,
   }));
-  const layout = baseLayout({ xaxis: { title: { text: "epoch" }, dtick: 1 }, yaxis: { title: { text: metric } },
+  const layout = baseLayout({ xaxis: { title: { text: "epoch" }, dtick: 1 }, yaxis: { title: { text: metric }, ...scale.axis },
     legend: { orientation: "h", y: -0.3 } });
   return draw("plot-curves", traces, layout);
 }

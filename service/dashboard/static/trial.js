@@ -2,6 +2,7 @@
 // links to the timeline and checkpoints when the trial's JSON names them (issue #4 adds them).
 "use strict";
 import { api, badge, baseLayout, card, draw, el, fmt, fmtDuration, fmtTime, fmtValueSe, secondsBetween, setLive, showEmpty } from "./common.js";
+import { ValueAxis } from "./value_axis.js";
 
 const { studyId, number } = window.FOLDWISE;
 const URL_ = `/studies/${studyId}/trials/${number}`;
@@ -9,6 +10,7 @@ const COLORS = ["#0969da", "#bf3989", "#1a7f37", "#9a6700", "#8250df", "#cf222e"
 const UNFINISHED = new Set(["pending", "running"]);
 let study = null;
 let trial = null;
+let curvesAxis = null;
 
 const mean = (xs) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null);
 const epochValues = (key) => trial.folds.flatMap((f) => f.epochs.map((e) => e.metrics[key])).filter((v) => typeof v === "number");
@@ -64,8 +66,10 @@ const STOPPED = new Set(["pruned", "cancelled"]);
 
 function errorCell(fold) {
   if (!fold.error && !fold.traceback) return el("td", { class: "muted", text: "—" });
-  if (STOPPED.has(fold.status)) return el("td", {}, el("div", { class: "small reason-text", text: fold.error }));
-  return el("td", {}, el("div", { class: "small", style: "color: var(--bad)", text: fold.error ?? "" }),
+  if (STOPPED.has(fold.status)) return el("td", { class: "error-cell" }, el("div", { class: "small reason-text", text: fold.error }));
+  const open = (event) => event.currentTarget.classList.toggle("open");
+  return el("td", { class: "error-cell" },
+    el("div", { class: "small error-text", title: fold.error ?? "", text: fold.error ?? "", onclick: open }),
     fold.traceback ? el("details", {}, el("summary", { class: "small", text: "traceback" }), el("pre", { class: "trace", text: fold.traceback })) : null);
 }
 
@@ -95,7 +99,7 @@ function renderFolds() {
       el("td", {}, badge(f.status)),
       el("td", { class: "num", title: f.status === "pruned" ? "the value it had reached when pruned" : null, text: fmt(f.value) }),
       el("td", { class: "num", title: f.checkpoint_epoch ? `last checkpoint: epoch ${f.checkpoint_epoch}` : "", text: `${f.epochs.length}${resumed}` }), el("td", { class: "num", text: fmtDuration(f.train_seconds) }),
-      el("td", { class: "num", text: sps === null ? "—" : fmt(Math.round(sps)) }), el("td", { text: fmtTime(f.started_at) }),
+      el("td", { class: "num", text: sps === null ? "—" : fmt(Math.round(sps)) }), el("td", { class: "nowrap", text: fmtTime(f.started_at) }),
       placementCell(f),
       errorCell(f),
       el("td", {}, ...(files.length ? files.map(([name, href]) => el("a", { href, text: name })) : [el("span", { class: "muted", text: "—" })])));
@@ -103,7 +107,7 @@ function renderFolds() {
   document.querySelector("#folds tbody").replaceChildren(...rows);
 }
 
-const NOT_CURVES = new Set(["epoch_start", "epoch_end", "restored", "checkpoint", "model_saved"]);
+const NOT_CURVES = new Set(["epoch", "epoch_start", "epoch_end", "restored", "checkpoint", "model_saved", "stopped"]);
 
 /** Metrics worth a curve: numbers, not timestamps or flags. */
 function metricNames() {
@@ -118,12 +122,38 @@ function renderMetricChoice() {
   const current = select.value || study.spec.objective.metric;
   select.replaceChildren(...names.map((n) => el("option", { value: n, text: n })));
   select.value = names.includes(current) ? current : names[0] ?? "";
+  select.hidden = !names.length;
+}
+
+/** The first line of a text, at most ``n`` characters. */
+const firstLine = (text, n = 200) => {
+  const line = (text ?? "").split("\n")[0];
+  return line.length > n ? `${line.slice(0, n - 1)}…` : line;
+};
+
+/** Why there is no curve to draw, true to the trial's state. */
+function noEpochs() {
+  if (trial.status === "pending") return "This trial has not started yet.";
+  if (trial.status === "running") {
+    return trial.folds.length ? "No epoch reported yet: the folds are training their first epoch." : "No epoch reported yet: the folds are waiting to start.";
+  }
+  const failed = trial.folds.find((f) => f.status === "failed" && f.error);
+  const why = {
+    failed: trial.folds.length
+      ? `it failed before any fold finished an epoch (${firstLine(trial.error ?? (failed && `fold ${failed.fold}: ${failed.error}`)) || "no error stored"}).`
+      : `it failed before any fold started (${firstLine(trial.error) || "no error stored"}).`,
+    pruned: `it was pruned before any fold finished an epoch (${firstLine(trial.pruned_reason) || "no reason stored"}).`,
+  }[trial.status];
+  return `This trial reported no epochs${why ? `: ${why}` : "."}`;
 }
 
 function drawCurves() {
   const metric = document.getElementById("metric").value;
   const runs = trial.folds.filter((f) => f.epochs.length);
-  if (!runs.length || !metric) return showEmpty("plot-curves", "No epoch has been reported yet.");
+  const scale = curvesAxis.scale(runs.flatMap((f) => f.epochs.map((e) => e.metrics[metric])).filter((v) => typeof v === "number"), false);
+  document.getElementById("curves-tools").hidden = !runs.length || !metric;
+  if (!runs.length) return showEmpty("plot-curves", noEpochs());
+  if (!metric) return showEmpty("plot-curves", "Its epochs reported no metric to plot.");
   const latest = new Map(trial.folds.map((f) => [f.fold, f.attempt]));
   const traces = runs.map((f) => ({
     type: "scatter", mode: "lines+markers", name: `fold ${f.fold}${f.attempt ? ` (attempt ${f.attempt})` : ""}`,
@@ -131,7 +161,7 @@ function drawCurves() {
     line: { color: COLORS[f.fold % COLORS.length], width: 1.5, dash: f.attempt < latest.get(f.fold) ? "dot" : "solid" },
     marker: { size: 4 }, hovertemplate: `fold ${f.fold}, epoch %{x}: %{y:.4g}<extra></extra>`,
   }));
-  const layout = baseLayout({ xaxis: { title: { text: "epoch" } }, yaxis: { title: { text: metric } } });
+  const layout = baseLayout({ xaxis: { title: { text: "epoch" } }, yaxis: { title: { text: metric }, ...scale.axis } });
   return draw("plot-curves", traces, layout);
 }
 
@@ -164,6 +194,7 @@ async function main() {
     return;
   }
   document.getElementById("metric").addEventListener("change", drawCurves);
+  curvesAxis = new ValueAxis(document.getElementById("curves-tools"), null, drawCurves, { name: "curves", fit: false });
   await render();
   document.body.dataset.ready = "true";
   setLive(UNFINISHED.has(trial.status));

@@ -75,7 +75,7 @@ export class TrialTable {
       el("td", { class: "num value", title: why, text: fmtValueSe(trial.value, trial.std_error) }, this.foldsNote(trial)),
       ...this.params.map((p) => el("td", { class: this.numeric(p) ? "num" : "", text: trial.params[p] === undefined ? "—" : fmt(trial.params[p], 3) })),
       el("td", { class: "num", text: trial.started_at ? fmtDuration(secondsBetween(trial.started_at, trial.finished_at)) : "—" }),
-      el("td", { text: fmtTime(trial.finished_at) }));
+      el("td", { class: "nowrap", text: fmtTime(trial.finished_at) }));
   }
 
   /** "2/5 folds" under a value that rests on fewer than all K folds (a pruned trial's). */

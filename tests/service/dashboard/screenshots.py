@@ -10,8 +10,13 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.dashboard_scale import CHROMIUM, CHROMIUM_ARGS, fill_study, serve
+from foldwise.schemas import Role
 from service.app import create_app
 from service.config import Settings
+from service.db.schema import upgrade_database
+from service.token_admin import create_token
+from tests.service.dashboard.conftest import sign_in
+from tests.service.dashboard.studies import DIVERGED
 
 ROOT = Path(__file__).resolve().parents[3]
 BAD_SPEC = """name: typo
@@ -30,18 +35,32 @@ def capture(trials: int, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{Path(tmp) / 'shots.db'}"
+        upgrade_database(url)
+        token = create_token(url, "screenshots", Role.ADMIN)
         app = create_app(Settings(database_url=url, upgrade_db=True, scheduler_enabled=False))
         with serve(app) as base, sync_playwright() as playwright:
             study_id = fill_study(app.state.engine, trials=trials, folds=5, epochs=20)
+            _diverge(app, study_id)
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1400, "height": 900}, base_url=base)
+            context = browser.new_context(viewport={"width": 1400, "height": 900}, base_url=base)
+            sign_in(context, base, token)
+            page = context.new_page()
+            headers = {"Authorization": f"Bearer {token}"}
             shots = [
                 _shot(page, "/dashboard", out / "studies.png"),
                 _submit_error(page, out / "submit-error.png"),
                 _shot(page, f"/dashboard/studies/{study_id}", out / "study.png", full=True),
-                _shot(page, _trial_path(app, study_id, "completed"), out / "trial.png", full=True),
                 _shot(
-                    page, _trial_path(app, study_id, "failed"), out / "trial-failed.png", full=True
+                    page,
+                    _trial_path(app, headers, study_id, "completed"),
+                    out / "trial.png",
+                    full=True,
+                ),
+                _shot(
+                    page,
+                    _trial_path(app, headers, study_id, "failed"),
+                    out / "trial-failed.png",
+                    full=True,
                 ),
             ]
             browser.close()
@@ -68,10 +87,24 @@ def _submit_error(page, file: Path) -> Path:
     return file
 
 
-def _trial_path(app, study_id: int, status: str) -> str:
+def _diverge(app, study_id: int) -> None:
+    """One completed trial diverged, as happens in a real search: the plots keep it on the edge."""
+    from foldwise.schemas import TrialStatus
+    from service.db import studies as study_repo
+    from service.db import trials as trial_repo
+
+    with app.state.sessions.begin() as session:
+        completed = TrialStatus.COMPLETED
+        rows, _ = trial_repo.list_trials(session, study_id, status=completed, limit=1, offset=50)
+        for row in rows:
+            row.value = DIVERGED
+        study_repo.touch_study(session, study_id)
+
+
+def _trial_path(app, headers: dict[str, str], study_id: int, status: str) -> str:
     from fastapi.testclient import TestClient
 
-    client = TestClient(app)
+    client = TestClient(app, base_url="http://127.0.0.1", headers=headers)
     params = {"status": status, "sort": "best", "limit": 1}
     number = client.get(f"/studies/{study_id}/trials", params=params).json()["data"][0]["number"]
     return f"/dashboard/studies/{study_id}/trials/{number}"
