@@ -80,6 +80,7 @@ class FoldwiseSearch(Searcher):
         self._completed: list[Observation] = []
         self._pending: dict[str, dict[str, Any]] = {}  # trial id -> the optimizer's params
         self._optimizer: BaseOptimizer | None = None
+        self._max_concurrent: int | None = None
         if self._space is not None:
             self._build()  # unknown options and bad values fail here, not mid-experiment
 
@@ -116,11 +117,11 @@ class FoldwiseSearch(Searcher):
     ) -> bool:
         """Take Tune's metric, mode, ``num_samples`` (as the budget) and param_space; refuse a
         param_space with search domains when the searcher has a space already."""
+        _check_mode(mode)
         if config and has_tune_domains(config):
             if self._space is not None:
                 return False  # Tune then says the param_space clashes with the searcher's space
             self._space = space_from_tune(config)
-        _check_mode(mode)
         self._metric = metric or self._metric
         self._mode = mode or self._mode
         samples = spec.get("num_samples")
@@ -131,9 +132,19 @@ class FoldwiseSearch(Searcher):
             self._build()
         return True
 
+    def set_max_concurrency(self, max_concurrent: int) -> bool:
+        """Tune's ``max_concurrent_trials``, kept by the searcher itself: Tune's
+        ConcurrencyLimiter would drop the results of errored trials that a resumed experiment
+        runs again, and the searcher tracks the trials in flight anyway."""
+        self._max_concurrent = max_concurrent
+        return True
+
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
         """The next configuration, after telling the optimizer everything finished and in
-        flight; ``FINISHED`` once the budget is used or the optimizer has nothing to give."""
+        flight; None while ``max_concurrent_trials`` are in flight; ``FINISHED`` once the
+        budget is used or the optimizer has nothing to give."""
+        if self._max_concurrent and len(self._pending) >= self._max_concurrent:
+            return None
         started = len(self._completed) + len(self._pending)
         if self._budget is not None and started >= self._budget:
             return Searcher.FINISHED
@@ -147,8 +158,9 @@ class FoldwiseSearch(Searcher):
     def on_trial_complete(
         self, trial_id: str, result: dict | None = None, error: bool = False
     ) -> None:
-        """Move the trial from pending to the history, as a value or as a failure."""
-        params = self._pending.pop(trial_id, None)
+        """Move the trial from pending to the history, as a value or as a failure; a failed
+        trial that Tune has run again replaces its failure."""
+        params = self._pending.pop(trial_id, None) or self._take_back_failure(trial_id)
         if params is None:
             return  # not suggested by this searcher, or told already
         value = None if error or not result else _finite(result.get(self.metric))
@@ -245,6 +257,14 @@ class FoldwiseSearch(Searcher):
                 extra={"trial_id": trial_id},
             )
         )
+
+    def _take_back_failure(self, trial_id: str) -> dict[str, Any] | None:
+        """The params of a trial told as failed that Tune ran again (a resumed experiment
+        restarts errored trials), taken out of the history to be told anew."""
+        for index, observation in enumerate(self._completed):
+            if observation.failed and observation.extra.get("trial_id") == trial_id:
+                return self._completed.pop(index).params
+        return None
 
     def _require_space(self) -> SearchSpace:
         if self._space is None:

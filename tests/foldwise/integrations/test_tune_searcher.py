@@ -101,6 +101,19 @@ def test_std_errors_and_failures_reach_the_optimizer() -> None:
     assert search.optimizer.pending == []
 
 
+def test_a_failed_trial_run_again_is_told_anew() -> None:
+    """Tune's resume_errored / restart_errored run an errored trial again under its id."""
+    search = searcher()
+    first, second = search.suggest("t0"), search.suggest("t1")
+    search.on_trial_complete("t0", None, error=True)
+    search.on_trial_complete("t1", {"loss": 2.0})
+    search.on_trial_complete("t0", {"loss": 1.0, "loss_std_error": 0.1})
+    search.on_trial_complete("t1", {"loss": 0.0})  # told already: ignored
+    told = [(o.extra["trial_id"], o.value, o.std_error) for o in search.observations]
+    assert told == [("t1", 2.0, None), ("t0", 1.0, 0.1)]
+    assert search.search_space.to_config(search.observations[1].params) == first != second
+
+
 def test_failures_steer_the_gp_away_from_their_region() -> None:
     """A failed region, told as failures rather than dropped, is left by the GP."""
     space = {"x": tune.uniform(0.0, 1.0)}
@@ -169,6 +182,15 @@ def test_tune_gives_space_metric_mode_and_budget() -> None:
     # constants only: metric and mode are taken, the space is kept
     assert search.set_search_properties("loss", "min", {"epochs": 3})
     assert search.mode == "min" and list(search.optimizer.space) == ["x", "n", "act"]
+
+
+def test_the_searcher_keeps_tunes_concurrency_limit() -> None:
+    search = searcher()
+    assert search.set_max_concurrency(2)  # Tune's ConcurrencyLimiter then lets all through
+    assert search.suggest("t0") is not None and search.suggest("t1") is not None
+    assert search.suggest("t2") is None
+    search.on_trial_complete("t0", {"loss": 1.0})
+    assert search.suggest("t2") is not None
 
 
 def test_metric_and_mode_are_needed() -> None:
