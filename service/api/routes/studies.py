@@ -26,6 +26,7 @@ from service.api.deps import (
 from service.api.errors import documented
 from service.db import studies as study_repo
 from service.spec_checks import check_runnable
+from service.warm_start import seed_study
 
 router = APIRouter(prefix="/studies", tags=["studies"])
 
@@ -47,7 +48,8 @@ async def create_study(
     scheduler: SchedulerDep,
     settings: SettingsDep,
 ) -> schemas.Study:
-    """Create a study owned by the token's name; its scheduler starts it within a poll."""
+    """Create a study owned by the token's name; its scheduler starts it within a poll. A
+    ``warm_start`` copies the named studies' finished trials that fit the space into it."""
 
     def check() -> None:
         nodes = scheduler.cluster_nodes() if scheduler and settings.check_cluster_fit else []
@@ -58,6 +60,7 @@ async def create_study(
 
     def work(session: Session) -> schemas.Study:
         study = study_repo.create_study(session, spec, owner=principal.name)
+        seed_study(session, study, spec)
         return studies_out(session, [study])[0]
 
     study = await db.write(work)
