@@ -1,19 +1,19 @@
 """Warm starts: finished trials of earlier studies as a new study's prior observations.
 
-At submit, ``seed_study`` checks the studies the spec names (each must exist, which every token
-may read, and optimise the same metric in the same direction: else a 422 naming
-``warm_start.studies`` and the study), projects each finished trial onto the new space
-(``foldwise.space.project``: a trial outside it is skipped) and copies what fits into the new
-study, in the transaction that creates it. A copy, not a reference: a restarted service rebuilds
-the same optimizer from it even after a named study was deleted, and a named study still running
-changes nothing later. The scheduler tells the optimizer these observations first, then the
-study's own trials (``SchedulerStore.warm_start``).
+At submit, ``plan_warm_start`` checks the studies the spec names (each must exist, which every
+token may read, and optimise the same metric in the same direction: else a 422 naming
+``warm_start.studies`` and the study) and projects each finished trial onto the new space
+(``foldwise.space.project``: a trial outside it is skipped); ``seed_study`` copies what fits
+into the new study, in the transaction that creates it. A copy, not a reference: a restarted
+service rebuilds the same optimizer from it even after a named study was deleted, and a named
+study still running changes nothing later. The scheduler tells the optimizer these
+observations first, then the study's own trials (``SchedulerStore.warm_start``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy.orm import Session
@@ -28,11 +28,20 @@ from service.db.models import StudyRow
 from service.db.warm_start import Outcome
 
 
-def seed_study(session: Session, study: StudyRow, spec: StudySpec) -> None:
-    """Copy the finished trials of the studies ``spec.warm_start`` names that fit ``spec``'s
-    space into ``study``; a 422 naming the study when one cannot warm-start it."""
+@dataclass(frozen=True)
+class WarmStartPlan:
+    """What a spec's warm start brings in: the outcomes to copy and the summary to show."""
+
+    kept: list[Outcome]
+    summary: WarmStartSummary
+
+
+def plan_warm_start(session: Session, spec: StudySpec) -> WarmStartPlan | None:
+    """The finished trials of the studies ``spec.warm_start`` names that fit ``spec``'s space
+    (None without a warm start); a 422 naming the study when one cannot warm-start it. Only
+    reads, so a caller that creates the study afterwards holds no write lock meanwhile."""
     if spec.warm_start is None:
-        return
+        return None
     finished: list[Outcome] = []
     for index, source_id in enumerate(spec.warm_start.studies):
         source = study_repo.get_study(session, source_id)
@@ -49,11 +58,18 @@ def seed_study(session: Session, study: StudyRow, spec: StudySpec) -> None:
             fitting.append(replace(outcome, params=params))
     maximize = spec.objective.direction.value == "maximize"
     kept = within_limit(fitting, MAX_WARM_START_OBSERVATIONS, maximize=maximize)
-    warm_repo.add_observations(session, study.id, kept)
     summary = WarmStartSummary(
         studies=spec.warm_start.studies, observations=len(kept), skipped=len(finished) - len(kept)
     )
-    study.warm_start = summary.model_dump(mode="json")
+    return WarmStartPlan(kept, summary)
+
+
+def seed_study(session: Session, study: StudyRow, plan: WarmStartPlan | None) -> None:
+    """Copy what ``plan`` keeps into the new ``study``, in the caller's transaction."""
+    if plan is None:
+        return
+    warm_repo.add_observations(session, study.id, plan.kept)
+    study.warm_start = plan.summary.model_dump(mode="json")
 
 
 def within_limit(outcomes: Sequence[Outcome], limit: int, *, maximize: bool) -> list[Outcome]:

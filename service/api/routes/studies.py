@@ -26,7 +26,7 @@ from service.api.deps import (
 from service.api.errors import documented
 from service.db import studies as study_repo
 from service.spec_checks import check_runnable
-from service.warm_start import seed_study
+from service.warm_start import plan_warm_start, seed_study
 
 router = APIRouter(prefix="/studies", tags=["studies"])
 
@@ -59,8 +59,9 @@ async def create_study(
     await anyio.to_thread.run_sync(check)
 
     def work(session: Session) -> schemas.Study:
+        warm_start = plan_warm_start(session, spec)  # reads first: the write lock comes after
         study = study_repo.create_study(session, spec, owner=principal.name)
-        seed_study(session, study, spec)
+        seed_study(session, study, warm_start)
         return studies_out(session, [study])[0]
 
     study = await db.write(work)
