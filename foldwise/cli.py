@@ -10,6 +10,7 @@ import logging
 import os
 import re
 import signal
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -17,7 +18,7 @@ from pydantic import ValidationError
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from foldwise import __version__, cli_render
+from foldwise import __version__, cli_output, cli_render
 from foldwise.cli_output import console, err_console, fail, fail_without_server
 from foldwise.cli_tokens import token_app
 from foldwise.client import DEFAULT_URL, TRIAL_SORT, Client, Study
@@ -211,10 +212,39 @@ def trials(
         ),
     ] = "number",
     limit: Annotated[int, typer.Option(min=1, max=1000, help="Rows to show")] = 50,
+    csv: Annotated[
+        bool,
+        typer.Option(
+            "--csv", help="Write every trial as CSV, with each fold's value (no --limit)"
+        ),
+    ] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            dir_okay=False,
+            help="With --csv: write to this file instead of stdout",
+            show_default=False,
+        ),
+    ] = None,
     url: UrlOption = None,
 ) -> None:
     """List a study's trials: status, value ± standard error, duration, parameters; a pruned
-    trial with the folds its value rests on and why it was pruned."""
+    trial with the folds its value rests on and why it was pruned. With --csv, every trial as
+    CSV (the service's GET /studies/ID/trials.csv)."""
+    if output is not None and not csv:
+        raise typer.BadParameter("--output writes the CSV: add --csv", param_hint="--output")
+    if csv:
+        with _client(ctx, url) as client:
+            chunks = client.iter_trials_csv(study_id, status=status, sort=sort)
+            try:
+                cli_output.write_chunks(chunks, output)
+            except OSError as exc:
+                fail(f"cannot write {output or 'stdout'}: {exc.strerror or exc}")
+        if output is not None:
+            console.print(f"wrote the trials of study {study_id} to {escape(str(output))}")
+        return
     with _client(ctx, url) as client:
         page = client.fetch_trials(study_id, status=status, sort=sort, limit=limit)
         folds = None

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
 from typing import NoReturn
 
 import typer
@@ -26,3 +31,29 @@ def fail_without_server(exc: ModuleNotFoundError) -> NoReturn:
         f"the foldwise service needs the server extras (no module {exc.name!r}): "
         "pip install 'foldwise[server]'"
     )
+
+
+def write_chunks(chunks: Iterable[bytes], path: Path | None) -> None:
+    """Write ``chunks`` to stdout as they come (a reader that stops early, such as ``head``,
+    just ends it), or to ``path`` whole or not at all: into a file beside it, renamed over it
+    once the last chunk is in, so a failed download leaves what was there."""
+    if path is None:
+        try:
+            for chunk in chunks:
+                sys.stdout.buffer.write(chunk)
+            sys.stdout.buffer.flush()
+        except BrokenPipeError:  # Python's advice: no second error when it flushes at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return
+    handle, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            for chunk in chunks:
+                out.write(chunk)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(partial, 0o666 & ~umask)  # as an ordinary new file, not mkstemp's 0600
+        os.replace(partial, path)
+    except BaseException:
+        os.unlink(partial)
+        raise

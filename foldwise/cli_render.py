@@ -191,6 +191,8 @@ def study_details(study: schemas.Study) -> Table:
         ("duration", fmt_span(study.started_at, study.finished_at or datetime.now(UTC))),
         ("best", best_summary(study.best_trial)),
     ]
+    if study.warm_start is not None:
+        rows.insert(6, ("warm start", warm_start_text(study.warm_start)))
     if study.error:
         rows.append(("error", Text(study.error, style="red")))
     for key, value in rows:
@@ -204,6 +206,15 @@ def progress_text(progress: schemas.Progress) -> str:
         f"{progress.finished}/{progress.budget} finished ({progress.completed} completed, "
         f"{progress.failed} failed, {progress.pruned} pruned; {progress.running} running, "
         f"{progress.pending} pending)"
+    )
+
+
+def warm_start_text(warm: schemas.WarmStartSummary) -> str:
+    """``41 prior observations from studies 3, 7 (9 skipped)``."""
+    named = ", ".join(map(str, warm.studies))
+    studies = "study" if len(warm.studies) == 1 else "studies"
+    return (
+        f"{warm.observations} prior observations from {studies} {named} ({warm.skipped} skipped)"
     )
 
 

@@ -11,9 +11,9 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import httpx
 from pydantic import BaseModel, ValidationError
@@ -32,6 +32,7 @@ from foldwise.errors import (
 from foldwise.held_responses import HeldResponses
 from foldwise.spec import StudySpec
 from foldwise.spec_text import SpecTextError, parse_spec_text
+from foldwise.trials_csv import read_trials_csv
 
 if TYPE_CHECKING:
     import pandas
@@ -144,15 +145,35 @@ class Client:
         offset: int = 0,
     ) -> schemas.Page[schemas.TrialSummary]:
         """One page of a study's trials; ``sort`` matches ``TRIAL_SORT``."""
-        if not TRIAL_SORT.fullmatch(sort):
-            raise ValueError(
-                "sort must be best, or number, value, duration or params.<name> "
-                f"with an optional leading '-', not {sort!r}"
-            )
-        params = _query(status=status, sort=sort, limit=limit, offset=offset)
+        params = _query(status=status, sort=_trial_sort(sort), limit=limit, offset=offset)
         path = f"/studies/{study_id}/trials"
         data = self._request("GET", path, params=params, missing=f"study {study_id} not found")
         return _parse(schemas.Page[schemas.TrialSummary], data)
+
+    def iter_trials_csv(
+        self,
+        study_id: int,
+        *,
+        status: schemas.TrialStatus | str | None = None,
+        sort: str = "number",
+    ) -> Iterator[bytes]:
+        """Every trial of the study (or those in ``status``) as CSV, in chunks as they arrive
+        (``GET /studies/{id}/trials.csv``; ``foldwise.trials_csv`` says what it holds)."""
+        params = _query(status=status, sort=_trial_sort(sort))
+        return self._stream(
+            f"/studies/{study_id}/trials.csv", params, f"study {study_id} not found"
+        )
+
+    def fetch_trials_csv(
+        self,
+        study_id: int,
+        *,
+        status: schemas.TrialStatus | str | None = None,
+        sort: str = "number",
+    ) -> str:
+        """The whole CSV of ``iter_trials_csv`` as text."""
+        chunks = self.iter_trials_csv(study_id, status=status, sort=sort)
+        return b"".join(chunks).decode("utf-8")
 
     def fetch_trial(self, study_id: int, number: int) -> schemas.Trial:
         missing = f"trial {number} of study {study_id} not found"
@@ -173,6 +194,17 @@ class Client:
         """``GET /health``: ``{"status": "ok"|"degraded", "database": ..., "ray": ...}``."""
         return self._request("GET", "/health")
 
+    def _stream(self, path: str, params: dict[str, Any], missing: str) -> Iterator[bytes]:
+        """A GET whose body is read in chunks as they arrive, not as JSON."""
+        try:
+            with self._http.stream("GET", path, params=params) as response:
+                if not response.is_success:
+                    response.read()
+                    self._raise_error(response, "GET", path, missing=missing, spec=False)
+                yield from response.iter_bytes()
+        except httpx.TransportError as exc:
+            raise ServiceUnavailable(self.url, _transport_reason(exc)) from exc
+
     def _request(
         self, method: str, path: str, *, missing: str | None = None, spec: bool = False, **kw: Any
     ) -> Any:
@@ -184,13 +216,19 @@ class Client:
             raise ServiceUnavailable(self.url, _transport_reason(exc)) from exc
         if response.status_code == 304 and key:
             return self._held.recall(key)
-        if response.is_success:
-            if response.status_code == 204 or not response.content:
-                return None
-            body = _json_body(response, self.url)
-            if key:
-                self._held.remember(key, response, body)
-            return body
+        if not response.is_success:
+            self._raise_error(response, method, path, missing=missing, spec=spec)
+        if response.status_code == 204 or not response.content:
+            return None
+        body = _json_body(response, self.url)
+        if key:
+            self._held.remember(key, response, body)
+        return body
+
+    def _raise_error(
+        self, response: httpx.Response, method: str, path: str, *, missing: str | None, spec: bool
+    ) -> NoReturn:
+        """The SDK's error for an unsuccessful answer (its body read)."""
         detail = _error_detail(response)
         if response.status_code == 401:
             raise NotAuthenticated(self.url, _detail_text(detail))
@@ -222,6 +260,15 @@ def _normalise_url(url: str) -> str:
 
 def _query(**params: Any) -> dict[str, Any]:
     return {key: str(value) for key, value in params.items() if value is not None}
+
+
+def _trial_sort(sort: str) -> str:
+    if not TRIAL_SORT.fullmatch(sort):
+        raise ValueError(
+            "sort must be best, or number, value, duration or params.<name> "
+            f"with an optional leading '-', not {sort!r}"
+        )
+    return sort
 
 
 def _all_pages(fetch: Callable[[int], schemas.Page[Any]]) -> list[Any]:
@@ -381,50 +428,20 @@ class Study:
         it; the study is gone to every reader at once)."""
         self.client.delete_study(self.id)
 
-    def to_dataframe(self) -> pandas.DataFrame:
-        """All trials as a pandas DataFrame, one ``params_<name>`` column per parameter;
-        ``value_folds`` and ``pruned_reason`` tell a pruned trial's partial mean apart."""
+    def to_dataframe(
+        self, status: schemas.TrialStatus | str | None = None, sort: str = "number"
+    ) -> pandas.DataFrame:
+        """Every trial (optionally only those in ``status``, in the order of ``sort``) as a
+        pandas DataFrame with the columns of ``GET /studies/{id}/trials.csv``, which it reads:
+        one ``params_<name>`` per parameter, ``fold_0`` .. ``fold_{K-1}`` the value of each
+        fold, ``value_folds`` and ``pruned_reason`` to tell a pruned trial's partial mean
+        apart, and the times (``pip install 'foldwise[pandas]'``)."""
         try:
             import pandas
         except ImportError as exc:
-            raise ImportError("Study.to_dataframe() needs pandas: pip install pandas") from exc
-        rows, columns = trial_rows(self.trials(), list(self.data.spec.get("space", {})))
+            raise ImportError(
+                "Study.to_dataframe() needs pandas: pip install 'foldwise[pandas]'"
+            ) from exc
+        text = self.client.fetch_trials_csv(self.id, status=status, sort=sort)
+        rows, columns = read_trials_csv(text, self.data.spec.get("space", {}))
         return pandas.DataFrame(rows, columns=columns)
-
-
-def trial_rows(
-    trials: list[schemas.TrialSummary], param_names: list[str]
-) -> tuple[list[dict[str, Any]], list[str]]:
-    """Flat rows (and their column order) for a table of trials; absent parameters are None.
-
-    Parameters of the space come first in spec order; any others a trial holds follow.
-    ``value_folds`` is how many folds ``value`` is the mean of (all K unless the trial was
-    pruned), ``pruned_reason`` why a pruned trial stopped.
-    """
-    names = list(dict.fromkeys([*param_names, *(n for t in trials for n in t.params)]))
-    columns = ["number", "status", "value", "std_error", "value_folds"]
-    columns += [f"params_{n}" for n in names]
-    columns += ["started_at", "finished_at", "duration_s", "error", "pruned_reason"]
-    rows = []
-    for trial in trials:
-        row: dict[str, Any] = {
-            "number": trial.number,
-            "status": trial.status.value,
-            "value": trial.value,
-            "std_error": trial.std_error,
-            "value_folds": trial.value_folds,
-            "started_at": trial.started_at,
-            "finished_at": trial.finished_at,
-            "duration_s": _duration(trial),
-            "error": trial.error,
-            "pruned_reason": trial.pruned_reason,
-        }
-        row.update({f"params_{name}": trial.params.get(name) for name in names})
-        rows.append(row)
-    return rows, columns
-
-
-def _duration(trial: schemas.TrialSummary) -> float | None:
-    if trial.started_at is None or trial.finished_at is None:
-        return None
-    return (trial.finished_at - trial.started_at).total_seconds()

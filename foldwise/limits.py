@@ -35,7 +35,12 @@ MAX_OPTIONS_BYTES = 65_536
 MAX_DEPTH = 32
 """Nesting of any value in a spec (lists and mappings inside each other)."""
 MAX_INT = 2**63 - 1
-"""Largest magnitude of any integer in a spec (SQL's BIGINT)."""
+"""Largest magnitude of any integer in a spec (SQL's BIGINT), and the largest study id."""
+MAX_WARM_START_STUDIES = 20
+"""Earlier studies a spec's ``warm_start`` may name."""
+MAX_WARM_START_OBSERVATIONS = 10_000
+"""Finished trials of earlier studies a warm start keeps (the best half and the latest rest):
+what the GP conditions on at most is 1,000, and they are copied into the new study."""
 
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 """A parameter's name: an ASCII Python identifier (it becomes a keyword in user code)."""

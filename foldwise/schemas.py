@@ -97,6 +97,21 @@ class TrialSummary(_Out):
     finished_at: datetime | None = None
 
 
+class WarmStartSummary(_Out):
+    """What a study's ``warm_start`` brought in at submit."""
+
+    studies: list[int] = Field(..., description="The earlier studies named in the spec")
+    observations: int = Field(
+        ...,
+        description="Their finished trials that seed the optimizer (not trials of this study)",
+    )
+    skipped: int = Field(
+        ...,
+        description="Their finished trials left out: outside this study's space, or past "
+        "the limit of observations",
+    )
+
+
 class Study(_Out):
     id: int
     name: str
@@ -117,6 +132,9 @@ class Study(_Out):
     )
     progress: Progress
     best_trial: TrialSummary | None = None
+    warm_start: WarmStartSummary | None = Field(
+        None, description="The prior observations its spec's warm_start brought in, or null"
+    )
 
 
 class EpochMetrics(_Out):

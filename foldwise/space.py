@@ -227,6 +227,40 @@ def contains(space: Mapping[str, Param], config: Mapping[str, Any]) -> bool:
     return set(active) == set(config)
 
 
+def project(space: Mapping[str, Param], params: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``params`` (another study's trial) as a configuration of ``space``, or None if it does
+    not fit there.
+
+    It fits when every parameter ``space`` activates for it (its conditions evaluated on the
+    values kept so far) is present with a value of the parameter's kind inside its range: a
+    number within ``[low, high]`` (a whole one for an int parameter), or one of the choices,
+    of the same type (``True`` is not the choice ``1``). Parameters ``space`` lacks or leaves
+    inactive are dropped; numbers come back as the parameter's type (``3.0`` as ``3``).
+    """
+    kept: dict[str, Any] = {}
+    for name in condition_order(space):
+        param = space[name]
+        if not param.is_active(kept):
+            continue
+        if name not in params:
+            return None
+        value = _as_value_of(param, params[name])
+        if value is None:
+            return None
+        kept[name] = value
+    return kept
+
+
+def _as_value_of(param: Param, value: Any) -> Any:
+    """``value`` as a value of ``param``, or None when it is not one."""
+    if isinstance(param, CategoricalParam):
+        same = [c for c in param.choices if type(c) is type(value) and c == value]
+        return same[0] if same else None
+    if not _in_range(param, value):
+        return None
+    return int(value) if isinstance(param, IntParam) else float(value)
+
+
 def _in_range(param: Param, value: Any) -> bool:
     if isinstance(param, CategoricalParam):
         return value in param.choices

@@ -31,12 +31,14 @@ from foldwise.limits import (
     MAX_CPUS_PER_WORKER,
     MAX_FOLD_TIMEOUT_S,
     MAX_GPUS_PER_WORKER,
+    MAX_INT,
     MAX_MINUTES,
     MAX_NAME_LENGTH,
     MAX_OPTIONS_BYTES,
     MAX_PARAMS,
     MAX_SEED,
     MAX_TEXT_LENGTH,
+    MAX_WARM_START_STUDIES,
     METRIC_NAME,
     MIN_CPUS_PER_WORKER,
     MIN_GPU_FRACTION,
@@ -230,6 +232,32 @@ class Pruning(_Strict):
     eta: int = Field(3, ge=2, le=100, description="asha: the reduction factor between rungs")
 
 
+class WarmStart(_Strict):
+    """Earlier studies whose finished trials seed this study's optimizer as prior observations.
+
+    At submit each study must exist and optimise the same metric in the same direction; its
+    completed, pruned and failed trials whose parameters fit this study's space are copied into
+    this study (docs/api.md, "Warm start"). They are not trials of this study: they take no part
+    in its budget, its trial list or its best trial.
+    """
+
+    studies: list[Annotated[int, Field(ge=1, le=MAX_INT)]] = Field(
+        ...,
+        min_length=1,
+        max_length=MAX_WARM_START_STUDIES,
+        description="Ids of earlier studies, each named once",
+        json_schema_extra={"uniqueItems": True},
+    )
+
+    @field_validator("studies")
+    @classmethod
+    def _each_once(cls, studies: list[int]) -> list[int]:
+        twice = sorted({study for study in studies if studies.count(study) > 1})
+        if twice:
+            raise ValueError(f"study {twice[0]} is named more than once")
+        return studies
+
+
 EXAMPLE_SPEC: dict[str, Any] = {
     "name": "digits-mlp-quick",
     "objective": {"metric": "val_loss", "direction": "minimize"},
@@ -279,6 +307,9 @@ class StudySpec(_Strict):
     early_stopping: EarlyStopping | None = None
     racing: Racing = Field(default_factory=Racing)
     pruning: Pruning = Field(default_factory=Pruning)
+    warm_start: WarmStart | None = Field(
+        None, description="Earlier studies whose finished trials seed the optimizer"
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -21,7 +21,7 @@ from service.api.errors import (
     method_not_allowed_handler,
     validation_error_handler,
 )
-from service.api.routes import artifacts, health, insights, metrics, studies, trials
+from service.api.routes import artifacts, exports, health, insights, metrics, studies, trials
 from service.config import Settings, get_settings
 from service.dashboard import sign_in
 from service.dashboard.routes import router as dashboard_router
@@ -56,6 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (
         studies.router,
         trials.router,
+        exports.router,
         artifacts.router,
         insights.router,
         metrics.router,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import secrets
 import threading
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from cachetools import LRUCache
 from fastapi import Depends, HTTPException, Request, Response, status
@@ -28,6 +28,8 @@ from service.api.deps import DbDep
 from service.api.errors import documented
 from service.db import studies as study_repo
 from service.db.engine import SessionRunner
+
+T = TypeVar("T")
 
 BOOT = secrets.token_hex(4)
 """Part of every ETag: a restarted service (perhaps a newer version) never answers 304 to an
@@ -80,14 +82,25 @@ class ConditionalReads:
     ) -> Response:
         """A read of one study's data that changes with the study and its trials, or with
         ``folds`` also with its fold runs and epochs (a trial's detail, learning curves)."""
+        return await self._respond(lambda c: _study_version(c, study_id, folds=folds), work)
 
-        def version(connection: Connection) -> str:
-            revision = study_repo.study_revision(connection, study_id, folds=folds)
-            if revision is None:
-                raise HTTPException(status.HTTP_404_NOT_FOUND, f"study {study_id} not found")
-            return f"s{study_id}.{'f' if folds else 't'}{revision}"
+    async def study_export(
+        self, study_id: int, work: Callable[[Session], T]
+    ) -> tuple[dict[str, str], T | None]:
+        """A read of everything about one study's trials, folds included, too large to cache
+        (an export, read rarely: it would evict the small answers pollers repeat): the ETag
+        headers, and what ``work`` read at that revision, or None when ``If-None-Match``
+        still holds (answer ``not_modified``)."""
 
-        return await self._respond(version, work)
+        def unit(connection: Connection) -> tuple[str, T | None]:
+            etag = _etag(_study_version(connection, study_id, folds=True))
+            if etag_matches(self._request.headers.get("if-none-match"), etag):
+                return etag, None
+            with Session(bind=connection) as session:
+                return etag, work(session)
+
+        etag, result = await self._db.connect(unit)
+        return {"ETag": etag, "Cache-Control": "no-cache"}, result
 
     async def catalog(self, work: Callable[[Session], BaseModel]) -> Response:
         """A read over all studies: it changes when any study is created, changed or deleted."""
@@ -105,7 +118,7 @@ class ConditionalReads:
         held = self._request.headers.get("if-none-match")
 
         def unit(connection: Connection) -> tuple[str, bytes | None]:
-            etag = f'W/"{BOOT}-{version(connection)}"'
+            etag = _etag(version(connection))
             if etag_matches(held, etag):
                 return etag, None
             body = self._cache.get((key, etag))
@@ -118,8 +131,24 @@ class ConditionalReads:
         etag, body = await self._db.connect(unit)
         headers = {"ETag": etag, "Cache-Control": "no-cache"}
         if body is None:
-            return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers=headers)
+            return not_modified(headers)
         return Response(body, media_type="application/json", headers=headers)
+
+
+def _study_version(connection: Connection, study_id: int, *, folds: bool) -> str:
+    """The study's revision as an ETag's version; a 404 when there is no such study."""
+    revision = study_repo.study_revision(connection, study_id, folds=folds)
+    if revision is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"study {study_id} not found")
+    return f"s{study_id}.{'f' if folds else 't'}{revision}"
+
+
+def _etag(version: str) -> str:
+    return f'W/"{BOOT}-{version}"'
+
+
+def not_modified(headers: dict[str, str]) -> Response:
+    return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers=headers)
 
 
 async def get_reads(request: Request, db: DbDep) -> ConditionalReads:

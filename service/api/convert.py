@@ -46,6 +46,7 @@ def _study_out(
         waiting=None if row.status.finished else row.waiting,
         progress=progress,
         best_trial=None if best is None else trial_summary(best),
+        warm_start=row.warm_start,
     )
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, HTTPException, Path, Query, Request, status
+from fastapi.exceptions import RequestValidationError
 from pydantic import AfterValidator, BeforeValidator
 from sqlalchemy.orm import Session
 
@@ -21,6 +22,7 @@ from service.db import studies as study_repo
 from service.db import trials as trial_repo
 from service.db.engine import SessionRunner
 from service.db.models import StudyRow, TrialRow
+from service.db.trials import PARAM_PREFIX, SORT_KEYS
 
 if TYPE_CHECKING:
     from service.scheduler.scheduler import Scheduler
@@ -53,6 +55,15 @@ TrialNumber = Annotated[
 ]
 Offset = Annotated[int, Query(ge=0, le=MAX_ID, description="Rows to skip")]
 Limit = Annotated[int, Query(ge=1, le=1000, description="Rows to return at most")]
+TrialSortQuery = Annotated[
+    str,
+    Query(
+        max_length=200,
+        pattern=r"^(best|-?(number|value|duration|params\.[A-Za-z_][A-Za-z0-9_]*))$",
+        description="number, value, duration or params.<name>; a leading - sorts descending; "
+        "best is the best value first",
+    ),
+]
 
 
 def _as_utc(value: datetime) -> datetime:
@@ -99,3 +110,32 @@ def trial_or_404(
             status.HTTP_404_NOT_FOUND, f"trial {number} of study {study_id} not found"
         )
     return trial
+
+
+def check_trial_sort(sort: str, space: dict) -> None:
+    """A 422 naming `sort` unless it is a known key or one of the study's parameters."""
+    key = sort.removeprefix("-")
+    name = key.removeprefix(PARAM_PREFIX)
+    if sort == "best" or key in SORT_KEYS or (name != key and name in space):
+        return
+    choices = ", ".join([*SORT_KEYS, *(PARAM_PREFIX + name for name in space)])
+    raise RequestValidationError(
+        [
+            {
+                "loc": ("query", "sort"),
+                "msg": f"unknown sort: use best or one of {choices}, '-' for descending",
+                "type": "value_error",
+                "input": sort,
+            }
+        ]
+    )
+
+
+def trial_sort_options(study: StudyRow) -> dict[str, Any]:
+    """How ``study``'s trials sort: ``maximize`` (for ``best``) and the ``numeric`` parameters
+    (a categorical one sorts as text)."""
+    space = study.spec["space"]
+    return {
+        "maximize": study.spec["objective"]["direction"] == "maximize",
+        "numeric": frozenset(name for name, p in space.items() if p["type"] != "categorical"),
+    }

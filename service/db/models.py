@@ -101,6 +101,9 @@ class StudyRow(Base):
     """Bumped with every change to the study itself or to a trial, not to a fold run or an
     epoch: what the study's summary, trial list and history depend on, which therefore stay
     current (cached, 304) while folds report epochs many times a second."""
+    warm_start: Mapped[dict[str, Any] | None]
+    """What the spec's ``warm_start`` brought in at submit: ``{studies, observations,
+    skipped}`` (``schemas.WarmStartSummary``); None without one."""
 
     trials: Mapped[list[TrialRow]] = relationship(
         back_populates="study", cascade="all, delete-orphan", passive_deletes=True
@@ -179,6 +182,28 @@ class EpochMetricRow(Base):
     metrics: Mapped[dict[str, Any]]
 
     fold_run: Mapped[FoldRunRow] = relationship(back_populates="epochs")
+
+
+class WarmStartObservationRow(Base):
+    """A finished trial of an earlier study, copied at submit into the study it warm-starts:
+    the optimizer's prior observation, kept even if that study is deleted later. Not a trial
+    of this study. ``params`` are already the configuration of this study's space."""
+
+    __tablename__ = "warm_start_observations"
+    __table_args__ = (UniqueConstraint("study_id", "position"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    study_id: Mapped[int] = mapped_column(BigId, ForeignKey("studies.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)
+    """The order the optimizer is told them in, the same at every rebuild."""
+    source_study_id: Mapped[int] = mapped_column(BigInteger)
+    """No foreign key: the earlier study may be deleted and this copy stays."""
+    source_trial_number: Mapped[int] = mapped_column(Integer)
+    status: Mapped[TrialStatus] = mapped_column(_status(TrialStatus))
+    params: Mapped[dict[str, Any]]
+    value: Mapped[float | None] = mapped_column(Float)
+    std_error: Mapped[float | None] = mapped_column(Float)
+    value_folds: Mapped[int | None] = mapped_column(Integer)
 
 
 class TokenRow(Base):

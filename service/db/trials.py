@@ -9,7 +9,8 @@ from sqlalchemy import case, extract, func, nulls_last, select
 from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.sql.elements import ColumnElement
 
-from foldwise.schemas import TrialStatus
+from foldwise.schemas import FoldStatus, TrialStatus
+from foldwise.trials_csv import TrialRecord
 from service.db.models import FoldRunRow, TrialRow, utcnow
 
 TrialSort = str
@@ -18,6 +19,8 @@ SORT_KEYS = ("number", "value", "duration")
 PARAM_PREFIX = "params."
 UNFINISHED = (TrialStatus.PENDING, TrialStatus.RUNNING)
 FINISHED = (TrialStatus.COMPLETED, TrialStatus.FAILED, TrialStatus.PRUNED)
+VALUED_FOLDS = (FoldStatus.COMPLETED, FoldStatus.PRUNED)
+"""Fold runs whose value counts: a pruned run's is the one it had reached."""
 
 
 def create_trial(
@@ -66,6 +69,44 @@ def list_trials(
     order = trial_order(session, sort, maximize=maximize, numeric=numeric)
     rows = session.scalars(query.order_by(*order).limit(limit).offset(offset)).all()
     return rows, count
+
+
+def export_trials(
+    session: Session,
+    study_id: int,
+    *,
+    status: TrialStatus | None = None,
+    sort: TrialSort = "number",
+    maximize: bool = False,
+    numeric: frozenset[str] = frozenset(),
+) -> list[TrialRecord]:
+    """Every trial of the study (or those in ``status``) in the order of ``sort`` (as in
+    ``list_trials``), each with the value of every fold that finished, in two queries whatever
+    their number."""
+    where = [TrialRow.study_id == study_id]
+    if status is not None:
+        where.append(TrialRow.status == status)
+    folds: dict[int, dict[int, float]] = {}
+    query = (
+        select(FoldRunRow.trial_id, FoldRunRow.fold, FoldRunRow.value)
+        .join(TrialRow, FoldRunRow.trial_id == TrialRow.id)
+        .where(*where, FoldRunRow.status.in_(VALUED_FOLDS), FoldRunRow.value.is_not(None))
+        .order_by(FoldRunRow.attempt)  # a later attempt's value wins
+    )
+    for trial_id, fold, value in session.execute(query):
+        folds.setdefault(trial_id, {})[fold] = value
+    fields = ("number", "params", "value", "std_error", "value_folds", "started_at")
+    fields += ("finished_at", "error", "pruned_reason")
+    query = select(TrialRow.id, TrialRow.status, *(getattr(TrialRow, f) for f in fields))
+    order = trial_order(session, sort, maximize=maximize, numeric=numeric)
+    return [
+        TrialRecord(
+            status=TrialStatus(row.status).value,
+            fold_values=folds.get(row.id, {}),
+            **{name: getattr(row, name) for name in fields},
+        )
+        for row in session.execute(query.where(*where).order_by(*order))
+    ]
 
 
 def trial_order(

@@ -22,6 +22,7 @@ from optimizers.base import Observation
 from service.db import fold_runs as fold_repo
 from service.db import studies as study_repo
 from service.db import trials as trial_repo
+from service.db import warm_start as warm_repo
 from service.db.engine import SessionRunner
 from service.db.models import StudyRow, TrialRow, utcnow
 from service.metrics import FOLDS_ENDED, TRIALS_ENDED
@@ -124,6 +125,26 @@ class SchedulerStore:
                 for row in rows
             ]
             return observations, trial_repo.count_trials(session, study_id)
+
+        return await self._db.read(work)
+
+    async def warm_start(self, study_id: int) -> list[Observation]:
+        """The prior observations the study's warm start copied in at submit, in their order:
+        the optimizer is told them before the study's own trials."""
+
+        def work(session: Session) -> list[Observation]:
+            return [
+                Observation(
+                    params=o.params,
+                    value=o.value,
+                    std_error=o.std_error,
+                    failed=o.status is TrialStatus.FAILED,
+                    folds=o.value_folds,
+                    pruned=o.status is TrialStatus.PRUNED,
+                    extra={"warm_start": {"study": o.study_id, "trial": o.number}},
+                )
+                for o in warm_repo.observations(session, study_id)
+            ]
 
         return await self._db.read(work)
 

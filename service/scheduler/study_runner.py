@@ -11,7 +11,8 @@ other trials.
 Everything it knows comes from the database when it starts, so a restarted service resumes a
 study where the old one left it: unfinished trials re-run their missing folds (and are judged
 again by the racing rule on the folds they finished), the optimizer is rebuilt from the
-finished trials, and the budget counts every trial ever created.
+warm start's prior observations (copied at submit) followed by the finished trials, and the
+budget counts every trial ever created (never a prior observation).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
 from foldwise.spec import StudySpec
-from optimizers import BaseOptimizer
+from optimizers import BaseOptimizer, Observation
 from service.cluster_fit import fold_capacity
 from service.db.models import utcnow
 from service.metrics import FOLD_SLOT_SECONDS, SUGGESTION_SECONDS
@@ -79,6 +80,8 @@ class StudyRunner:
         self.meter = SlotMeter()
         self.incumbent: Incumbent | None = None
         self.context: StudyContext | None = None
+        self.warm: list[Observation] = []
+        """Prior observations from the studies the spec's warm start named, told first."""
         self._wake = asyncio.Event()
 
     def wake(self) -> None:
@@ -108,7 +111,8 @@ class StudyRunner:
         if start is None:  # deleted before it started
             return
         spec = StudySpec.model_validate(start.spec)
-        optimizer = build_optimizer(spec)
+        self.warm = await self.store.warm_start(self.study_id)
+        optimizer = build_optimizer(spec, warm_observations=len(self.warm))
         self.context = StudyContext(
             spec, self.study_id, self.store, self.executor, await self._pruning_curves(spec)
         )
@@ -203,7 +207,7 @@ class StudyRunner:
             return 0
         pending = [trial.handle.params for trial in self.trials.values()]
         started = time.perf_counter()
-        optimizer.update(history, pending)
+        optimizer.update([*self.warm, *history], pending)
         configs = await asyncio.to_thread(optimizer.suggest, wanted)
         SUGGESTION_SECONDS.labels(spec.optimizer.name).observe(time.perf_counter() - started)
         handles = await self.store.create_trials(self.study_id, configs, spec.budget.trials)

@@ -192,6 +192,46 @@ def test_trials_shows_a_pruned_trials_folds_and_reason(stub, make_study, make_tr
     assert len(stub.requests) == requests + 1  # no pruned trial: the study is not read
 
 
+CSV = b'"number","status","value"\r\n0,"completed",0.25\r\n1,"failed",""\r\n'
+
+
+def test_trials_csv_goes_to_stdout_with_the_filters(stub):
+    stub.handle = lambda request: (200, CSV)
+    args = ["trials", "7", "--csv", "--sort", "-value", "--status", "failed"]
+    result = runner.invoke(cli.app, [*args, "--url", stub.url])
+    assert result.exit_code == 0, result.output
+    assert result.stdout_bytes == CSV
+    request = stub.requests[0]
+    assert request.path == "/studies/7/trials.csv"
+    assert request.query == {"sort": "-value", "status": "failed"}
+
+
+def test_trials_csv_output_file_is_written_whole_or_left_alone(stub, tmp_path):
+    stub.handle = lambda request: (200, CSV)
+    path = tmp_path / "trials.csv"
+    result = runner.invoke(cli.app, ["trials", "7", "--csv", "-o", str(path), "--url", stub.url])
+    assert result.exit_code == 0, result.output
+    assert path.read_bytes() == CSV and f"wrote the trials of study 7 to {path}" in result.stdout
+    assert path.stat().st_mode & 0o644 == 0o644  # readable as any new file, not 0600
+    stub.handle = lambda request: (404, {"detail": "study 8 not found"})
+    result = runner.invoke(cli.app, ["trials", "8", "--csv", "-o", str(path), "--url", stub.url])
+    assert_one_line_error(result, "study 8 not found")
+    assert path.read_bytes() == CSV and [p.name for p in tmp_path.iterdir()] == ["trials.csv"]
+    missing = tmp_path / "no" / "such" / "dir.csv"
+    result = runner.invoke(
+        cli.app, ["trials", "7", "--csv", "-o", str(missing), "--url", stub.url]
+    )
+    assert_one_line_error(result, f"cannot write {missing}")
+
+
+def test_trials_output_without_csv_is_a_usage_error(stub, tmp_path):
+    result = runner.invoke(
+        cli.app, ["trials", "7", "-o", str(tmp_path / "x.csv"), "--url", stub.url]
+    )
+    assert result.exit_code == 2 and "--csv" in result.output
+    assert not stub.requests
+
+
 def test_best_without_a_completed_trial_fails(stub, make_study):
     stub.handle = lambda request: (200, make_study(finished=0))
     result = runner.invoke(cli.app, ["best", "7", "--url", stub.url])

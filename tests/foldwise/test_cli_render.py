@@ -123,6 +123,16 @@ def test_status_counts_the_pruned_trials(make_study):
     assert "9/10 finished (5 completed, 1 failed, 3 pruned; 2 running, 0 pending)" in text
 
 
+def test_status_says_what_a_warm_start_brought_in(make_study):
+    assert "warm start" not in text_of(render.study_details(Study.model_validate(make_study())))
+    warm = {"studies": [3, 7], "observations": 41, "skipped": 9}
+    text = text_of(render.study_details(Study.model_validate(make_study(warm_start=warm))))
+    assert "warm start  41 prior observations from studies 3, 7 (9 skipped)" in text
+    warm = {"studies": [3], "observations": 5, "skipped": 0}
+    text = text_of(render.study_details(Study.model_validate(make_study(warm_start=warm))))
+    assert "5 prior observations from study 3 (0 skipped)" in text
+
+
 def test_study_details_and_best_trial(make_study):
     study = Study.model_validate(make_study(error="worker lost"))
     text = text_of(render.study_details(study))

@@ -13,9 +13,9 @@ import yaml
 
 import foldwise
 from foldwise import Client, InvalidSpec, NotFound, ServiceUnavailable, schemas
-from foldwise.client import load_spec, trial_rows
+from foldwise.client import load_spec
 from foldwise.errors import ApiError, FoldwiseError
-from foldwise.schemas import StudyStatus, TrialSummary
+from foldwise.schemas import StudyStatus
 
 
 def test_package_exports_the_sdk_without_pandas():
@@ -261,46 +261,11 @@ def test_best_trial_stop_and_trial_read_fresh(stub, make_study, make_trial):
     assert [r.path for r in stub.requests].count("/studies/7") == 2
 
 
-def test_trial_rows_flatten_params_in_spec_order(make_trial):
-    trials = [
-        TrialSummary.model_validate(make_trial(0)),
-        TrialSummary.model_validate({**make_trial(1, None), "params": {"width": 8}}),
-    ]
-    rows, columns = trial_rows(trials, ["depth", "lr", "act"])
-    assert columns[:8] == [
-        "number",
-        "status",
-        "value",
-        "std_error",
-        "value_folds",
-        "params_depth",
-        "params_lr",
-        "params_act",
-    ]
-    assert "params_width" in columns
-    assert rows[0]["params_depth"] == 2 and rows[0]["duration_s"] == 65.0
-    assert rows[1]["params_depth"] is None and rows[1]["params_width"] == 8
-
-
-def test_trial_rows_say_what_a_pruned_trials_value_rests_on_and_why(make_trial):
-    reason = "after 2 of 5 folds: 0.31 ± 0.02 vs incumbent (trial 3) 0.12 (forgiving rule)"
-    trials = [
-        TrialSummary.model_validate(make_trial(0, value_folds=5)),
-        TrialSummary.model_validate(
-            make_trial(1, 0.31, status="pruned", value_folds=2, pruned_reason=reason)
-        ),
-    ]
-    rows, columns = trial_rows(trials, ["depth", "lr", "act"])
-    assert columns[-2:] == ["error", "pruned_reason"]
-    assert [(r["status"], r["value_folds"], r["pruned_reason"]) for r in rows] == [
-        ("completed", 5, None),
-        ("pruned", 2, reason),
-    ]
-    assert all(set(row) == set(columns) for row in rows)
-
-
 @pytest.mark.skipif(importlib.util.find_spec("pandas") is not None, reason="pandas installed")
 def test_to_dataframe_without_pandas_says_what_to_install(stub, make_study):
     stub.handle = lambda request: (200, make_study())
-    with Client(stub.url) as client, pytest.raises(ImportError, match="pip install pandas"):
+    with (
+        Client(stub.url) as client,
+        pytest.raises(ImportError, match=r"pip install 'foldwise\[pandas\]'"),
+    ):
         client.get_study(7).to_dataframe()

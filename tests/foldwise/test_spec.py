@@ -18,6 +18,7 @@ from foldwise.space import (
     active_names,
     condition_order,
     contains,
+    project,
 )
 from foldwise.spec import StudySpec
 
@@ -98,6 +99,39 @@ def test_contains_checks_ranges_types_and_active_set(doc):
     assert not contains(space, {**config, "depth": 1.5})
     assert not contains(space, {**config, "act": "selu"})
     assert not contains(space, {**config, "lr": True})
+
+
+def test_project_keeps_what_fits_another_space_and_drops_the_rest(doc):
+    space = StudySpec.model_validate(doc).space  # width_2 only when depth >= 2
+    trial = {"lr": 0.01, "depth": 1, "width_1": 32, "width_2": 99, "act": "tanh", "drop": 0.1}
+    assert project(space, trial) == {"lr": 0.01, "depth": 1, "width_1": 32, "act": "tanh"}
+    assert project(space, {**trial, "depth": 2}) == {
+        **project(space, trial),
+        "depth": 2,
+        "width_2": 99,
+    }
+    assert project(space, {**trial, "depth": 2, "width_2": 300}) is None  # out of range
+    del trial["width_2"]
+    assert project(space, {**trial, "depth": 2}) is None  # an active parameter missing
+    assert project(space, {k: v for k, v in trial.items() if k != "lr"}) is None
+    assert project(space, {**trial, "lr": 0.5}) is None
+    assert project(space, {**trial, "depth": 1.5}) is None
+    assert project(space, {**trial, "act": "selu"}) is None
+    assert project(space, {**trial, "lr": True}) is None
+    assert project(space, {**trial, "lr": "0.01"}) is None
+
+
+def test_project_gives_values_the_parameters_types(doc):
+    doc["space"]["act"]["choices"] = [1, "1", True]
+    doc["space"]["lr"] = {"type": "float", "low": 0, "high": 10}
+    space = StudySpec.model_validate(doc).space
+    trial = {"lr": 1, "depth": 3.0, "width_1": 32, "width_2": 64.0, "act": "1"}
+    projected = project(space, trial)
+    assert projected == {"lr": 1.0, "depth": 3, "width_1": 32, "width_2": 64, "act": "1"}
+    assert [type(projected[n]) for n in ("lr", "depth", "width_2")] == [float, int, int]
+    assert project(space, {**trial, "act": True})["act"] is True
+    assert project(space, {**trial, "act": 1})["act"] == 1
+    assert project(space, {**trial, "act": 1.0}) is None  # not the choice 1, nor True
 
 
 # --- conditions ---------------------------------------------------------------------------
@@ -290,6 +324,19 @@ def test_all_errors_are_reported_at_once(doc):
         ("optimizer", "name"),
         ("space", "act", "categorical", "choices"),
     }
+
+
+def test_warm_start_names_a_few_distinct_studies(doc):
+    doc["warm_start"] = {"studies": [3, 7]}
+    assert StudySpec.model_validate(doc).warm_start.studies == [3, 7]
+    assert_rejected({**doc, "warm_start": {"studies": [3, 7, 3]}}, ("warm_start", "studies"), "3")
+    assert_rejected({**doc, "warm_start": {"studies": []}}, ("warm_start", "studies"))
+    many = list(range(1, 22))
+    assert_rejected({**doc, "warm_start": {"studies": many}}, ("warm_start", "studies"), "20")
+    for bad in (0, -1, 2**63, True, "3", 1.5):
+        assert_rejected({**doc, "warm_start": {"studies": [bad]}}, ("warm_start", "studies", 0))
+    assert_rejected({**doc, "warm_start": {"studies": [3], "trials": 5}}, ("warm_start", "trials"))
+    assert_rejected({**doc, "warm_start": [3]}, ("warm_start",))
 
 
 # --- the resolved spec --------------------------------------------------------------------

@@ -21,6 +21,7 @@ ROUTES = [
     ("POST", "/studies/1/stop"),
     ("DELETE", "/studies/1"),
     ("GET", "/studies/1/trials"),
+    ("GET", "/studies/1/trials.csv"),
     ("GET", "/studies/1/trials/0"),
     ("GET", "/studies/1/trials/0/timeline"),
     ("GET", "/studies/1/trials/0/folds/0/model"),

@@ -26,6 +26,7 @@ def _add_trial(api: TestClient, study_id: int, number: int, value: float) -> Non
     [
         "/studies/{id}",
         "/studies/{id}/trials?sort=best",
+        "/studies/{id}/trials.csv?sort=best",
         "/studies/{id}/trials/0",
         "/studies/{id}/insights/history",
         "/studies/{id}/insights/folds",

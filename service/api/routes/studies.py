@@ -26,6 +26,7 @@ from service.api.deps import (
 from service.api.errors import documented
 from service.db import studies as study_repo
 from service.spec_checks import check_runnable
+from service.warm_start import plan_warm_start, seed_study
 
 router = APIRouter(prefix="/studies", tags=["studies"])
 
@@ -47,7 +48,8 @@ async def create_study(
     scheduler: SchedulerDep,
     settings: SettingsDep,
 ) -> schemas.Study:
-    """Create a study owned by the token's name; its scheduler starts it within a poll."""
+    """Create a study owned by the token's name; its scheduler starts it within a poll. A
+    ``warm_start`` copies the named studies' finished trials that fit the space into it."""
 
     def check() -> None:
         nodes = scheduler.cluster_nodes() if scheduler and settings.check_cluster_fit else []
@@ -57,7 +59,9 @@ async def create_study(
     await anyio.to_thread.run_sync(check)
 
     def work(session: Session) -> schemas.Study:
+        warm_start = plan_warm_start(session, spec)  # reads first: the write lock comes after
         study = study_repo.create_study(session, spec, owner=principal.name)
+        seed_study(session, study, warm_start)
         return studies_out(session, [study])[0]
 
     study = await db.write(work)

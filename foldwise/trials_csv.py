@@ -1,0 +1,188 @@
+"""A study's trials as CSV (``GET /studies/{id}/trials.csv``): its columns, its cells, and
+reading it back with its types, so the service writes and the SDK reads one format.
+
+Columns: ``number, status, value, std_error, value_folds``, then ``params_<name>`` for each
+parameter of the space in spec order and any other a trial holds (by name), then ``fold_0`` ..
+``fold_{K-1}`` (the value of each fold the trial's value rests on: empty where the fold did not
+finish), then ``started_at, finished_at, duration_s, error, pruned_reason``.
+
+Cells: numbers are written bare (a negative value stays a number) and every other cell quoted,
+an empty one included, so a bare cell is always a number. Text comes from users (a categorical
+choice, an error message), and a spreadsheet runs a cell that starts with ``=``, ``+``, ``-``,
+``@``, a tab or a carriage return as a formula (CSV injection): such a cell gets a leading
+``'``, as OWASP recommends, and so does one that starts with ``'`` itself, so that reading it
+back strips exactly one. Booleans are ``true``/``false``, times ISO 8601 with their offset.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+HEAD = ("number", "status", "value", "std_error", "value_folds")
+TAIL = ("started_at", "finished_at", "duration_s", "error", "pruned_reason")
+PARAM_PREFIX = "params_"
+FOLD_PREFIX = "fold_"
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "'")
+"""OWASP's list of a formula's first characters, and the quote that escapes them."""
+ROWS_PER_CHUNK = 500
+
+
+@dataclass(frozen=True, slots=True)
+class TrialRecord:
+    """One trial as a row of the CSV."""
+
+    number: int
+    status: str
+    params: dict[str, Any]
+    value: float | None = None
+    std_error: float | None = None
+    value_folds: int | None = None
+    fold_values: dict[int, float] = field(default_factory=dict)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    error: str | None = None
+    pruned_reason: str | None = None
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()
+
+
+def columns(param_names: Sequence[str], folds: int) -> list[str]:
+    """The header: ``param_names`` in their order, ``folds`` fold columns."""
+    params = [PARAM_PREFIX + name for name in param_names]
+    return [*HEAD, *params, *(f"{FOLD_PREFIX}{k}" for k in range(folds)), *TAIL]
+
+
+def param_names(space_names: Sequence[str], records: Iterable[TrialRecord]) -> list[str]:
+    """The space's parameters in spec order, then any other a trial holds, by name."""
+    others = {name for record in records for name in record.params} - set(space_names)
+    return [*space_names, *sorted(others)]
+
+
+def csv_chunks(
+    records: Sequence[TrialRecord], space_names: Sequence[str], folds: int
+) -> Iterator[str]:
+    """The CSV text of ``records`` in pieces of a few hundred rows, header first."""
+    names = param_names(space_names, records)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, quoting=csv.QUOTE_NONNUMERIC)
+    writer.writerow(columns(names, folds))
+    for start in range(0, len(records), ROWS_PER_CHUNK):
+        for record in records[start : start + ROWS_PER_CHUNK]:
+            writer.writerow(_row(record, names, folds))
+        yield buffer.getvalue()
+        buffer.seek(0)
+        buffer.truncate()
+    if buffer.tell():
+        yield buffer.getvalue()
+
+
+def _row(record: TrialRecord, names: Sequence[str], folds: int) -> list[Any]:
+    values = [
+        record.number,
+        record.status,
+        record.value,
+        record.std_error,
+        record.value_folds,
+        *(record.params.get(name) for name in names),
+        *(record.fold_values.get(k) for k in range(folds)),
+        record.started_at,
+        record.finished_at,
+        record.duration_s,
+        record.error,
+        record.pruned_reason,
+    ]
+    return [cell(value) for value in values]
+
+
+def cell(value: Any) -> int | float | str:
+    """What the CSV holds for ``value``: a number as it is, anything else as safe text."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        return value.isoformat()
+    text = str(value)
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
+def read_trials_csv(
+    text: str, space: Mapping[str, Mapping[str, Any]]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Rows (by column) and columns of a trials CSV, each cell back to its type: numbers,
+    ``None`` for an empty cell, aware datetimes, text without its escape, and a parameter's
+    value as the space's own (``space``: the study's resolved ``spec["space"]``)."""
+    reader = csv.reader(io.StringIO(text, newline=""), quoting=csv.QUOTE_NONNUMERIC)
+    header = next(reader, None)
+    if header is None:
+        return [], []
+    header = [str(name) for name in header]
+    readers = [_column_reader(name, space) for name in header]
+    rows = [
+        {name: read(raw) for name, read, raw in zip(header, readers, values, strict=True)}
+        for values in reader
+        if values
+    ]
+    return rows, header
+
+
+def _column_reader(name: str, space: Mapping[str, Mapping[str, Any]]) -> Any:
+    if name in ("number", "value_folds"):
+        return _integer
+    if name in ("status", "error", "pruned_reason"):
+        return _text
+    if name in ("started_at", "finished_at"):
+        return _moment
+    if name.startswith(PARAM_PREFIX):
+        return _param_reader(space.get(name.removeprefix(PARAM_PREFIX)))
+    return _number
+
+
+def _param_reader(param: Mapping[str, Any] | None) -> Any:
+    kind = None if param is None else param.get("type")
+    if kind == "int":
+        return _integer
+    if kind == "float":
+        return _number
+    if kind == "categorical":
+        choices = {_choice_key(choice): choice for choice in reversed(param["choices"])}
+        return lambda raw: None if raw == "" else choices.get(_unquoted(raw), _unquoted(raw))
+    return lambda raw: None if raw == "" else _unquoted(raw)
+
+
+def _choice_key(choice: Any) -> Any:
+    """A choice as its cell reads back, unescaped: a float for a number, else text."""
+    if isinstance(choice, bool):
+        return cell(choice)
+    return float(choice) if isinstance(choice, int | float) else choice
+
+
+def _unquoted(raw: Any) -> Any:
+    return raw[1:] if isinstance(raw, str) and raw.startswith("'") else raw
+
+
+def _integer(raw: Any) -> int | None:
+    return None if raw == "" else int(raw)
+
+
+def _number(raw: Any) -> float | None:
+    return None if raw == "" else float(raw)
+
+
+def _text(raw: Any) -> str | None:
+    return None if raw == "" else str(_unquoted(raw))
+
+
+def _moment(raw: Any) -> datetime | None:
+    return None if raw == "" else datetime.fromisoformat(str(raw))

@@ -1,0 +1,150 @@
+"""The trials CSV: its columns, cells a spreadsheet will not run, and reading it back typed."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from foldwise.trials_csv import (
+    ROWS_PER_CHUNK,
+    TrialRecord,
+    cell,
+    columns,
+    csv_chunks,
+    read_trials_csv,
+)
+
+SPACE = {
+    "lr": {"type": "float", "low": 1e-4, "high": 1.0},
+    "depth": {"type": "int", "low": 1, "high": 3},
+    "act": {"type": "categorical", "choices": ["relu", "=1+1", "'quoted", 2, 0.5, True]},
+}
+START = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)
+
+
+def _records() -> list[TrialRecord]:
+    return [
+        TrialRecord(
+            number=0,
+            status="completed",
+            params={"lr": 0.01, "depth": 2, "act": "=1+1"},
+            value=-0.25,
+            std_error=0.01,
+            value_folds=3,
+            fold_values={0: -0.2, 1: -0.3, 2: -0.25},
+            started_at=START,
+            finished_at=START + timedelta(seconds=65),
+        ),
+        TrialRecord(
+            number=1,
+            status="failed",
+            params={"lr": 0.5, "depth": 1, "act": True, "extra": "@SUM(A1)"},
+            fold_values={1: 0.75},
+            started_at=START,
+            error='-2+3 "cmd" | whatever\nsecond line',
+        ),
+        TrialRecord(
+            number=2,
+            status="pruned",
+            params={"lr": 0.1, "act": 2},
+            value=0.5,
+            value_folds=1,
+            fold_values={0: 0.5},
+            pruned_reason="+worse than the incumbent",
+        ),
+    ]
+
+
+def _text(records: list[TrialRecord], folds: int = 3) -> str:
+    return "".join(csv_chunks(records, list(SPACE), folds))
+
+
+def test_columns_put_params_in_spec_order_then_others_then_each_fold() -> None:
+    header = next(csv.reader(io.StringIO(_text(_records()))))
+    assert header == [
+        *("number", "status", "value", "std_error", "value_folds"),
+        *("params_lr", "params_depth", "params_act", "params_extra"),
+        *("fold_0", "fold_1", "fold_2"),
+        *("started_at", "finished_at", "duration_s", "error", "pruned_reason"),
+    ]
+    assert columns([], 2) == [
+        *("number", "status", "value", "std_error", "value_folds", "fold_0", "fold_1"),
+        *("started_at", "finished_at", "duration_s", "error", "pruned_reason"),
+    ]
+
+
+def test_text_a_spreadsheet_would_run_is_escaped_and_numbers_stay_bare() -> None:
+    rows = list(csv.reader(io.StringIO(_text(_records()))))
+    header, first, second, third = rows
+    row = dict(zip(header, first, strict=True))
+    assert row["params_act"] == "'=1+1" and row["value"] == "-0.25" and row["fold_1"] == "-0.3"
+    assert row["duration_s"] == "65.0" and row["started_at"] == "2026-11-01T10:00:00+00:00"
+    row = dict(zip(header, second, strict=True))
+    assert row["error"] == '\'-2+3 "cmd" | whatever\nsecond line'
+    assert row["params_extra"] == "'@SUM(A1)" and row["params_act"] == "true"
+    assert row["fold_0"] == "" and row["fold_1"] == "0.75" and row["duration_s"] == ""
+    assert dict(zip(header, third, strict=True))["pruned_reason"] == "'+worse than the incumbent"
+    # Every text cell is quoted and every bare one a number: nothing else is bare.
+    raw = _text(_records())
+    bare = list(csv.reader(io.StringIO(raw), quoting=csv.QUOTE_NONNUMERIC))
+    assert all(isinstance(value, str | float) for line in bare for value in line)
+    assert [line[2] for line in bare[1:]] == [-0.25, "", 0.5]
+
+
+@pytest.mark.parametrize(
+    ("value", "written"),
+    [
+        ("=HYPERLINK()", "'=HYPERLINK()"),
+        ("+1", "'+1"),
+        ("-1", "'-1"),
+        ("@x", "'@x"),
+        ("\tx", "'\tx"),
+        ("\rx", "'\rx"),
+        ("'x", "''x"),
+        ("x=1", "x=1"),
+        (-1, -1),
+        (-0.5, -0.5),
+        (None, ""),
+        (False, "false"),
+    ],
+)
+def test_cells(value, written) -> None:
+    assert cell(value) == written
+
+
+def test_reading_back_gives_each_column_its_type() -> None:
+    rows, header = read_trials_csv(_text(_records()), SPACE)
+    assert header[:5] == ["number", "status", "value", "std_error", "value_folds"]
+    first, second, third = rows
+    assert first["number"] == 0 and first["value_folds"] == 3 and first["value"] == -0.25
+    assert first["params_act"] == "=1+1" and first["params_depth"] == 2
+    assert type(first["params_depth"]) is int and type(first["params_lr"]) is float
+    assert [first[f"fold_{k}"] for k in range(3)] == [-0.2, -0.3, -0.25]
+    assert first["started_at"] == START and first["duration_s"] == 65.0
+    assert first["error"] is None and first["pruned_reason"] is None
+    assert second["error"] == '-2+3 "cmd" | whatever\nsecond line'
+    assert second["params_act"] is True and second["params_extra"] == "@SUM(A1)"
+    assert second["fold_0"] is None and second["finished_at"] is None
+    assert third["params_act"] == 2 and type(third["params_act"]) is int
+    assert third["params_depth"] is None and third["pruned_reason"].startswith("+worse")
+    assert third["status"] == "pruned" and third["std_error"] is None
+
+
+def test_a_choice_that_starts_with_a_quote_reads_back_as_itself() -> None:
+    record = TrialRecord(number=0, status="completed", params={"act": "'quoted"})
+    rows, _ = read_trials_csv(_text([record]), SPACE)
+    assert rows[0]["params_act"] == "'quoted"
+
+
+def test_large_exports_come_in_chunks_and_empty_ones_are_a_header() -> None:
+    records = [TrialRecord(number=n, status="running", params={}) for n in range(1201)]
+    chunks = list(csv_chunks(records, ["lr"], 2))
+    assert len(chunks) == -(-1201 // ROWS_PER_CHUNK)
+    rows, _ = read_trials_csv("".join(chunks), SPACE)
+    assert [r["number"] for r in rows] == list(range(1201))
+    (header,) = list(csv_chunks([], ["lr"], 2))
+    assert read_trials_csv(header, SPACE) == ([], columns(["lr"], 2))
+    assert read_trials_csv("", SPACE) == ([], [])
