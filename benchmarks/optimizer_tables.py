@@ -72,34 +72,48 @@ def print_quality(runs: Runs, chosen: list[Problem], methods: list[str], peers: 
 
 
 def print_ranks(regrets: dict, names: list[str], methods: list[str]) -> None:
-    """Mean rank per problem over the seeds all ``methods`` share, and over the suite."""
+    """Mean rank per problem over the seeds the ranked methods share, and over the suite.
+
+    A method with fewer than half the seeds of the best-covered one on a problem (a slow peer
+    run on a few seeds) is left out of that problem's ranks rather than cutting everyone's
+    seeds; its suite mean is over the problems where it is ranked.
+    """
+    if not methods:
+        return
     ranks: dict[str, list[float]] = {m: [] for m in methods}
     counts = []
     for n in names:
-        shared = common_seeds({m: regrets[n][m] for m in methods})
+        most = max(len(regrets[n][m]) for m in methods)
+        ranked = [m for m in methods if most and 2 * len(regrets[n][m]) >= most]
+        shared = common_seeds({m: regrets[n][m] for m in ranked}) if ranked else []
         counts.append(str(len(shared)))
-        if not shared:
-            for m in methods:
-                ranks[m].append(math.nan)
-            continue
-        table = np.array([[regrets[n][m][s] for s in shared] for m in methods])
-        per_seed = np.apply_along_axis(rankdata, 0, table)
-        for i, m in enumerate(methods):
-            ranks[m].append(float(per_seed[i].mean()))
-    print(f"\n### Mean rank (1 = best; seeds shared by all: {', '.join(counts)})\n")
+        per_seed = None
+        if shared:
+            table = np.array([[regrets[n][m][s] for s in shared] for m in ranked])
+            per_seed = np.apply_along_axis(rankdata, 0, table).mean(1)
+        for m in methods:
+            ok = per_seed is not None and m in ranked
+            ranks[m].append(float(per_seed[ranked.index(m)]) if ok else math.nan)
+    print(f"\n### Mean rank (1 = best; seeds shared by the ranked: {', '.join(counts)})\n")
     print(row(["method", *names, "all"]) + "\n" + "|---" * (len(names) + 2) + "|")
     for m in methods:
-        cells = [f"{r:.2f}" for r in ranks[m]]
-        print(row([m, *cells, f"{np.nanmean(ranks[m]):.2f}"]))
+        cells = ["-" if math.isnan(r) else f"{r:.2f}" for r in ranks[m]]
+        known = [r for r in ranks[m] if not math.isnan(r)]
+        print(row([m, *cells, f"{np.mean(known):.2f}" if known else "-"]))
 
 
 def print_against_best_peer(regrets: dict, names: list[str], ours: str, peers: list[str]) -> None:
-    """Paired over seeds: ours minus the peer with the lowest mean regret on each problem."""
+    """Paired over seeds: ours minus the peer with the lowest mean regret on each problem,
+    among peers with at least half the seeds (as in the ranks)."""
     print(f"\n### {ours} against the best peer per problem (paired over seeds)\n")
     print(row(["problem", "best peer", f"{ours} − peer", "seeds better / worse", "Wilcoxon p"]))
     print("|---|---|---|---|---|")
     for n in names:
-        best = min(peers, key=lambda m: np.mean(list(regrets[n][m].values()) or [math.inf]))
+        most = max(len(regrets[n][m]) for m in [ours, *peers])
+        covered = [m for m in peers if 2 * len(regrets[n][m]) >= most > 0]
+        if not covered:
+            continue
+        best = min(covered, key=lambda m: np.mean(list(regrets[n][m].values())))
         shared = common_seeds({ours: regrets[n][ours], best: regrets[n][best]})
         if len(shared) < 2:
             continue
@@ -120,13 +134,27 @@ def print_batches(regrets: dict, names: list[str], methods: list[str]) -> None:
     if not batched:
         return
     print("\n### Trials in flight against one at a time (mean final regret, same budget)\n")
-    print(row(["method", "problem", "one at a time", "in flight", "ratio"]))
-    print("|---|---|---|---|---|")
+    print(row(["method", "problem", "seeds", "one at a time", "in flight", "ratio (95% CI)"]))
+    print("|---|---|---|---|---|---|")
     for m in batched:
         base = m.split("@")[0]
         for n in names:
             shared = common_seeds({m: regrets[n][m], base: regrets[n][base]})
-            seq = np.mean([regrets[n][base][s] for s in shared])
-            par = np.mean([regrets[n][m][s] for s in shared])
-            ratio = f"{par / seq:.2f}" if seq > 0 else "-"
-            print(row([m, n, f"{seq:.4g}", f"{par:.4g}", ratio]))
+            seq = np.array([regrets[n][base][s] for s in shared])
+            par = np.array([regrets[n][m][s] for s in shared])
+            cells = [m, n, str(len(shared)), f"{seq.mean():.4g}", f"{par.mean():.4g}"]
+            print(row([*cells, ratio_interval(par, seq)]))
+
+
+def ratio_interval(par: np.ndarray, seq: np.ndarray, draws: int = 4000) -> str:
+    """Ratio of mean regrets with a paired bootstrap 95% interval over seeds.
+
+    Final regrets are heavy-tailed (a seed either finds the best basin or stays in a poor one),
+    so the interval is what says whether a ratio is a difference or the luck of the seeds."""
+    if len(seq) == 0 or seq.mean() <= 0:
+        return "-"
+    picks = np.random.default_rng(0).integers(0, len(seq), size=(draws, len(seq)))
+    sums = seq[picks].sum(1)
+    ratios = par[picks].sum(1)[sums > 0] / sums[sums > 0]
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    return f"{par.mean() / seq.mean():.2f} ({low:.2f}-{high:.2f})"

@@ -1,8 +1,9 @@
+import numpy as np
 import pytest
 
 from benchmarks.optimizer_peers import PEERS
 from benchmarks.optimizer_results import ResultStore, Run
-from benchmarks.optimizer_tables import print_quality
+from benchmarks.optimizer_tables import print_quality, ratio_interval
 from benchmarks.optimizers import method_options, parse_space, problems, run_ours
 from optimizers import create_optimizer
 from optimizers.random_search import RandomOptimizer
@@ -61,8 +62,29 @@ def test_the_tables_compare_with_the_best_peer_and_batches_with_one_at_a_time(ca
             seed: Run("branin", method, seed, "v", [optimum + regret * (1 + seed)], 0.1)
             for seed in range(6)
         }
-    print_quality(runs, [problem], ["gp", "gp@4", "optuna_gp", "ax"], PEERS)
+    runs["branin"]["hebo"] = {0: Run("branin", "hebo", 0, "v", [optimum], 1.0)}  # one seed only
+    print_quality(runs, [problem], ["gp", "gp@4", "optuna_gp", "ax", "hebo"], PEERS)
     out = capsys.readouterr().out
+    assert "| hebo | - | - |" in out  # too few seeds to rank, and the others keep their 6
     assert "| branin | optuna_gp | -0.035 ± 0.0076 | 6 / 0 of 6 | 0.0312 (better) |" in out
-    assert "| gp@4 | branin | 0.035 | 0.042 | 1.20 |" in out
+    assert "| gp@4 | branin | 6 | 0.035 | 0.042 | 1.20 (1.20-1.20) |" in out  # same ratio per seed
     assert "| gp | 1.00 | 1.00 |" in out  # best rank everywhere
+
+
+def test_the_batch_ratio_carries_a_bootstrap_interval_over_seeds():
+    steady = ratio_interval(np.full(20, 1.5), np.ones(20))
+    assert steady == "1.50 (1.50-1.50)"
+    rng = np.random.default_rng(0)
+    seq = rng.exponential(1.0, 20)
+    par = seq * rng.choice([0.5, 3.0], 20)  # stuck on some seeds, lucky on others
+    ratio, interval = ratio_interval(par, seq).split(" ", 1)
+    low, high = map(float, interval.strip("()").split("-"))
+    assert low < float(ratio) < high and high - low > 0.5
+    assert ratio_interval(np.ones(3), np.zeros(3)) == "-"  # no regret to compare against
+
+
+def test_the_tables_print_with_only_methods_in_flight(capsys):
+    problem = problems(epochs=1)["branin"]
+    runs = {"branin": {"gp@4": {0: Run("branin", "gp@4", 0, "v", [problem.optimum + 0.5], 0.1)}}}
+    print_quality(runs, [problem], ["gp@4"], PEERS)
+    assert "| gp@4 | 0.5 |" in capsys.readouterr().out
