@@ -254,16 +254,15 @@ def project(space: Mapping[str, Param], params: Mapping[str, Any]) -> dict[str, 
 def _as_value_of(param: Param, value: Any) -> Any:
     """``value`` as a value of ``param``, or None when it is not one."""
     if isinstance(param, CategoricalParam):
-        same = [c for c in param.choices if type(c) is type(value) and c == value]
-        return same[0] if same else None
+        return value if _in_range(param, value) else None
     if not _in_range(param, value):
         return None
     return int(value) if isinstance(param, IntParam) else float(value)
 
 
 def _in_range(param: Param, value: Any) -> bool:
-    if isinstance(param, CategoricalParam):
-        return value in param.choices
+    if isinstance(param, CategoricalParam):  # of the same type: True is not the choice 1
+        return any(type(c) is type(value) and c == value for c in param.choices)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
     if isinstance(param, IntParam) and not float(value).is_integer():

@@ -132,6 +132,11 @@ def test_project_gives_values_the_parameters_types(doc):
     assert project(space, {**trial, "act": True})["act"] is True
     assert project(space, {**trial, "act": 1})["act"] == 1
     assert project(space, {**trial, "act": 1.0}) is None  # not the choice 1, nor True
+    assert contains(space, projected) and contains(space, {**projected, "act": True})
+    assert not contains(space, {**projected, "act": 1.0})
+    doc["space"]["act"]["choices"] = [1, "relu"]
+    space = StudySpec.model_validate(doc).space
+    assert not contains(space, {**projected, "act": True})  # True == 1, but not the choice
 
 
 # --- conditions ---------------------------------------------------------------------------
