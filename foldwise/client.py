@@ -191,7 +191,8 @@ class Client:
         self._request("DELETE", f"/studies/{study_id}", missing=f"study {study_id} not found")
 
     def health(self) -> dict[str, Any]:
-        """``GET /health``: ``{"status": "ok"|"degraded", "database": ..., "ray": ...}``."""
+        """``GET /health``: ``{"status": "ok"|"degraded", "database": {"ok", ...},
+        "ray": {"ok", ...}, "scheduler": {"leader", ...}}``."""
         return self._request("GET", "/health")
 
     def _stream(self, path: str, params: dict[str, Any], missing: str) -> Iterator[bytes]:
