@@ -69,10 +69,23 @@ def test_submit_missing_file(tmp_path):
     assert_one_line_error(result, "cannot read", "nope.yaml")
 
 
-def test_submit_unparseable_file(tmp_path):
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (b"name: [unclosed\n", "cannot parse {path}: not valid YAML or JSON at line 2, column 1"),
+        (
+            b"name: x\n  \x07: 1\n",
+            "cannot parse {path}: not valid YAML or JSON at line 2, column 3",
+        ),
+        (b"name: \xff\n", "cannot read {path}: it is not UTF-8 text"),
+    ],
+)
+def test_submit_unparseable_file_names_the_file(tmp_path, content, fragment):
     path = tmp_path / "broken.yaml"
-    path.write_text("name: [unclosed\n")
-    assert_one_line_error(runner.invoke(cli.app, ["submit", str(path)]), "cannot parse")
+    path.write_bytes(content)
+    result = runner.invoke(cli.app, ["submit", str(path)])
+    assert_one_line_error(result, fragment.format(path=path))
+    assert "<unicode string>" not in result.stderr
 
 
 @pytest.mark.parametrize(
