@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shlex
 import signal
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,7 +20,7 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from foldwise import __version__, cli_output, cli_render
-from foldwise.cli_output import console, err_console, fail, fail_without_server
+from foldwise.cli_output import console, err_console, fail, fail_without_server, program_name
 from foldwise.cli_tokens import token_app
 from foldwise.client import DEFAULT_URL, TRIAL_SORT, Client, Study
 from foldwise.errors import FoldwiseError
@@ -154,12 +155,12 @@ def submit(
     with _client(ctx, url) as client:
         study = client.create_study(spec)
         console.print(f"created study [bold]{study.id}[/] ({escape(study.name)})")
+        console.print(f"dashboard: {client.url}/dashboard/studies/{study.id}", soft_wrap=True)
         if not watch:
-            where = "" if client.url == DEFAULT_URL else f"--url {client.url} "
-            console.print(f"watch it:  foldwise {where}watch {study.id}")
-            console.print(f"dashboard: {client.url}/dashboard")
+            command = escape(_command(client))
+            console.print(f"watch it:  {command} watch {study.id}", soft_wrap=True)
             return
-        _follow(study, interval)
+        _follow(study, interval, _command(client))
 
 
 @app.command()
@@ -196,7 +197,7 @@ def watch(
     Exits 0 when the study completed or was stopped, 1 when it failed.
     """
     with _client(ctx, url) as client:
-        _follow(client.get_study(study_id), interval)
+        _follow(client.get_study(study_id), interval, _command(client))
 
 
 @app.command()
@@ -303,15 +304,28 @@ def db_upgrade(
     console.print(f"database {shown} is at revision [bold]{revision}[/] (head)")
 
 
-def _follow(study: Study, interval: float) -> None:
-    """Watch ``study`` to its end; exit 1 if it failed, 130 on Ctrl-C (the study goes on)."""
+def _follow(study: Study, interval: float, command: str) -> None:
+    """Watch ``study`` to its end, then say how long it took and how to look at its results
+    (``command`` runs this CLI); exit 1 if it failed, 130 on Ctrl-C (the study goes on)."""
     try:
         final = cli_render.watch_study(study, console, interval=interval)
     except KeyboardInterrupt:
         err_console.print(f"stopped watching; study {study.id} keeps running")
         raise typer.Exit(130) from None
+    took = cli_render.wall_time_text(study.data)
+    if took is not None:
+        console.print(took)
+    console.print("next:")
+    for line in cli_render.next_steps(study.id, command):
+        console.print(f"  {escape(line)}", soft_wrap=True)
     if final is StudyStatus.FAILED:
         raise typer.Exit(1)
+
+
+def _command(client: Client) -> str:
+    """The command line that runs this CLI against ``client``'s service, for a new shell."""
+    where = "" if client.url == DEFAULT_URL else f" --url {shlex.quote(client.url)}"
+    return f"{program_name()}{where}"
 
 
 def _log_service_events() -> None:

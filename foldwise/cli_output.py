@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterable
@@ -31,6 +33,20 @@ def fail_without_server(exc: ModuleNotFoundError) -> NoReturn:
         f"the foldwise service needs the server extras (no module {exc.name!r}): "
         "pip install 'foldwise[server]'"
     )
+
+
+def program_name(argv0: str | None = None) -> str:
+    """How to run this CLI again from the same directory, for the commands it suggests:
+    ``foldwise`` when that is the one on PATH, else the path it was started by
+    (``.venv/bin/foldwise`` under ``make run``, whose virtual environment is not on PATH)."""
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    path = Path(argv0)
+    if path.stem != "foldwise" or len(path.parts) == 1 or not path.is_file():
+        return "foldwise"
+    on_path = shutil.which("foldwise")
+    if on_path is not None and os.path.samefile(on_path, path):
+        return "foldwise"
+    return shlex.quote(argv0)
 
 
 def write_chunks(chunks: Iterable[bytes], path: Path | None) -> None:

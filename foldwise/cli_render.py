@@ -243,6 +243,29 @@ def best_trial_view(study: schemas.Study, trial: schemas.TrialSummary) -> Group:
     return Group(head, params)
 
 
+def wall_time_text(study: schemas.Study) -> str | None:
+    """``study 7 took 2m05s (wall time from its submission to its end)``, once it has ended."""
+    if study.finished_at is None:
+        return None
+    took = fmt_span(study.created_at, study.finished_at)
+    return f"study {study.id} took {took} (wall time from its submission to its end)"
+
+
+def next_steps(study_id: int, command: str) -> list[str]:
+    """Commands to look at a study's results, each a line a shell runs as it is (what it does
+    follows as a comment); ``command`` runs the CLI (``.venv/bin/foldwise --url ...``)."""
+    steps = [
+        (f"{command} trials {study_id} --sort best", "its trials, best first"),
+        (f"{command} status {study_id}", "its spec, progress, timing and best trial"),
+        (
+            f"{command} trials {study_id} --csv -o study-{study_id}-trials.csv",
+            "every trial with each fold's value, as CSV",
+        ),
+    ]
+    width = max(len(line) for line, _ in steps)
+    return [f"{line.ljust(width)}  # {what}" for line, what in steps]
+
+
 def _aware(moment: datetime) -> datetime:
     """Times without a zone are UTC (what the service stores)."""
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

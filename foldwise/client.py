@@ -68,6 +68,10 @@ def _read_document(path: Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InvalidSpec([f"cannot read {path}: {exc.strerror or exc}"]) from exc
+    except UnicodeDecodeError as exc:
+        byte = exc.object[exc.start]
+        message = f"it is not UTF-8 text (byte {byte:#04x} at offset {exc.start})"
+        raise InvalidSpec([f"cannot read {path}: {message}"]) from exc
     try:
         if path.suffix == ".json":
             document = json.loads(text)

@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
 )
@@ -174,6 +175,22 @@ class TrainerSpec(_Strict):
         description="Seconds a fold run may take in all; a longer one fails as hung",
     )
     options: Options = Field(default_factory=dict, description="Passed to the task as-is")
+
+    @field_validator("task", mode="wrap")
+    @classmethod
+    def _task_name(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> str:
+        """Says what a task name looks like instead of quoting ``TASK_NAME``'s regex; the
+        service adds the names of its built-in tasks."""
+        try:
+            return handler(value)
+        except ValidationError as exc:
+            if not any(e["type"] == "string_pattern_mismatch" for e in exc.errors()):
+                raise
+            raise PydanticCustomError(
+                "string_pattern_mismatch",
+                "{name} is not a task name: a built-in task's name or 'package.module:attr'",
+                {"name": repr(value)},
+            ) from None
 
 
 class EarlyStopping(_Strict):

@@ -50,12 +50,15 @@ def parse_spec_text(text: str, source: str = "the spec") -> tuple[Any, dict[str,
     loader = None
     try:
         loader = Loader(text)  # the reader refuses unprintable characters here already
+        loader.name = source  # what YAML's marks call the text, else "<unicode string>"
         root = loader.get_single_node()
         if root is None:
             return None, {}
         _check_size(root, source)
         document = loader.construct_document(root)
         _walk(root, (), lines)
+    except yaml.reader.ReaderError as exc:
+        raise _character_error(exc, text, source) from exc
     except yaml.YAMLError as exc:
         raise _syntax_error(exc, source) from exc
     except RecursionError as exc:
@@ -74,6 +77,18 @@ def _syntax_error(exc: yaml.YAMLError, source: str) -> SpecTextError:
     where = f"line {mark.line + 1}, column {mark.column + 1}"
     return SpecTextError(
         f"cannot parse {source}: not valid YAML or JSON at {where}: {problem}", mark.line + 1
+    )
+
+
+def _character_error(exc: yaml.reader.ReaderError, text: str, source: str) -> SpecTextError:
+    """An unprintable character, placed by line and column (PyYAML gives only its offset in
+    the text, under the name ``<unicode string>``)."""
+    line = text.count("\n", 0, exc.position) + 1
+    column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+    return SpecTextError(
+        f"cannot parse {source}: not valid YAML or JSON at line {line}, column {column}: "
+        f"unacceptable character #x{exc.character:04x}: {exc.reason}",
+        line,
     )
 
 

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Serve foldwise on embedded SQLite and a local Ray, submit a study once it answers, and keep
-# serving until Ctrl-C. Used by `make run`. Auth is on: a local admin token is made (replacing
-# the last one) and saved where the CLI and the SDK look for it.
+# Serve foldwise on embedded SQLite and a local Ray, submit a study once it answers, follow it to
+# its end, and keep serving until Ctrl-C. Used by `make run`. Auth is on: a local admin token is
+# made (replacing the last one) and saved where the CLI and the SDK look for it. The commands it
+# prints run from the repository in a new shell, where the virtual environment is not on PATH.
 set -euo pipefail
 host=$1 port=$2 spec=$3
 bin=.venv/bin
 url="http://$host:$port"
+cli=$bin/foldwise
+[ "$url" = http://127.0.0.1:8000 ] || cli="$bin/foldwise --url $url"
 
 "$bin/foldwise" db upgrade > /dev/null
 token=$("$bin/foldwise" --url "$url" token create local-admin --role admin --replace --save \
@@ -13,7 +16,8 @@ token=$("$bin/foldwise" --url "$url" token create local-admin --role admin --rep
 
 "$bin/foldwise" serve --host "$host" --port "$port" &
 server=$!
-trap 'kill -INT "$server" 2>/dev/null; wait "$server" 2>/dev/null' EXIT INT TERM
+trap 'kill -INT "$server" 2>/dev/null; wait "$server" 2>/dev/null' EXIT
+trap 'exit 130' INT TERM
 
 for _ in $(seq 1 120); do
   if "$bin/python" -c "import httpx,sys; httpx.get('$url/health', timeout=2).raise_for_status()" \
@@ -24,12 +28,16 @@ for _ in $(seq 1 120); do
   sleep 1
 done
 
-"$bin/foldwise" --url "$url" submit "$spec"
 cat <<MSG
-API docs: $url/docs   (Ctrl-C stops the service; the study resumes on the next start)
-Signed in as local-admin: .venv/bin/foldwise and foldwise.Client("$url") find the token in
+Signed in as local-admin: $bin/foldwise and foldwise.Client("$url") find the token in
 $("$bin/python" -c "from foldwise.credentials import credentials_path; print(credentials_path())").
-The dashboard asks for it once:  $token
-Others get their own:  .venv/bin/foldwise token create NAME --role member|viewer
+The dashboard, $url/dashboard, asks for it once:  $token
+Others get their own:  $bin/foldwise token create NAME --role member|viewer
+MSG
+# Follows the study to its end, then prints how long it took and the commands that show it.
+"$bin/foldwise" --url "$url" submit --watch "$spec" || true
+cat <<MSG
+Still serving $url (API docs: $url/docs); Ctrl-C stops it, and a study resumes on the next start.
+Another study:  $cli submit $spec
 MSG
 wait "$server"

@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from foldwise.spec import StudySpec
 from service.cluster_fit import NodeCapacity, fold_fit_problem
 from service.study_optimizer import build_optimizer
-from service.task_policy import task_kind, task_name_problem
+from service.task_policy import task_choices, task_kind, task_name_problem
 
 
 def check_runnable(
@@ -35,7 +35,8 @@ def check_runnable(
     try:
         kind = task_kind(name, describe)
     except TaskNotFound as exc:
-        raise _invalid(("trainer", "task"), str(exc), name) from exc
+        message = f"{exc}; {task_choices(task_modules)}"
+        raise _invalid(("trainer", "task"), message, name) from exc
     resources, parallel = spec.resources, spec.parallel
     metrics = epoch_metric_names(kind, gpu=resources.gpus_per_worker > 0)
     if spec.objective.metric not in metrics:

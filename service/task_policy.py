@@ -31,12 +31,18 @@ def task_name_problem(name: str, allowed: Sequence[str]) -> str | None:
     module = name.partition(":")[0]
     if any(module == prefix or module.startswith(prefix + ".") for prefix in allowed):
         return None
+    return f"task {name!r} is not one this service runs: {task_choices(allowed)}"
+
+
+def task_choices(allowed: Sequence[str]) -> str:
+    """What a study may name as its task on this service: the registry's built-in tasks, and
+    the packages (``FOLDWISE_TASK_MODULES``) whose modules may be tasks."""
     builtins = ", ".join(BUILTIN_TASKS)
-    packages = ", ".join(allowed) if allowed else "none"
-    return (
-        f"task {name!r} is neither a built-in task ({builtins}) nor a module under the "
-        f"packages this service allows (FOLDWISE_TASK_MODULES: {packages})"
-    )
+    if allowed:
+        custom = f"'package.module:attr' under {', '.join(allowed)} (FOLDWISE_TASK_MODULES)"
+    else:
+        custom = "not enabled (FOLDWISE_TASK_MODULES is empty)"
+    return f"the built-in tasks are {builtins}, and custom tasks are {custom}"
 
 
 def task_kind(name: str, remote: Callable[[str], str] | None) -> str:

@@ -21,17 +21,33 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
+from service.task_policy import task_choices
+
 MAX_ERRORS = 20
 MAX_ECHO = 200
 """Characters of an input (as JSON) an error may echo; longer inputs are summarised."""
 MAX_MESSAGE = 500
 MAX_LOC_PART = 64
+_TASK_LOC = ("body", "trainer", "task")
 
 
 async def validation_error_handler(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    errors = [compact_error(error) for error in exc.errors()[:MAX_ERRORS]]
+    task_modules = request.app.state.settings.task_modules
+    errors = [
+        compact_error(_with_task_choices(error, task_modules))
+        for error in exc.errors()[:MAX_ERRORS]
+    ]
     return JSONResponse({"detail": errors}, status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
+
+
+def _with_task_choices(error: dict[str, Any], task_modules: list[str]) -> dict[str, Any]:
+    """A malformed ``trainer.task`` also gets the names this service's tasks may have, which
+    only the service knows (the spec's own message says what a name looks like)."""
+    if tuple(error.get("loc", ())) != _TASK_LOC or error.get("type") != "string_pattern_mismatch":
+        return error
+    message = f"{error.get('input')!r} is not a task name: {task_choices(task_modules)}"
+    return {**error, "msg": message, "ctx": None}
 
 
 def compact_error(error: dict[str, Any]) -> dict[str, Any]:

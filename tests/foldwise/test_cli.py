@@ -14,6 +14,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from foldwise import cli
+from foldwise.cli_output import program_name
 
 runner = CliRunner()
 
@@ -69,10 +70,23 @@ def test_submit_missing_file(tmp_path):
     assert_one_line_error(result, "cannot read", "nope.yaml")
 
 
-def test_submit_unparseable_file(tmp_path):
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (b"name: [unclosed\n", "cannot parse {path}: not valid YAML or JSON at line 2, column 1"),
+        (
+            b"name: x\n  \x07: 1\n",
+            "cannot parse {path}: not valid YAML or JSON at line 2, column 3",
+        ),
+        (b"name: \xff\n", "cannot read {path}: it is not UTF-8 text"),
+    ],
+)
+def test_submit_unparseable_file_names_the_file(tmp_path, content, fragment):
     path = tmp_path / "broken.yaml"
-    path.write_text("name: [unclosed\n")
-    assert_one_line_error(runner.invoke(cli.app, ["submit", str(path)]), "cannot parse")
+    path.write_bytes(content)
+    result = runner.invoke(cli.app, ["submit", str(path)])
+    assert_one_line_error(result, fragment.format(path=path))
+    assert "<unicode string>" not in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -108,6 +122,72 @@ def test_submit_prints_the_id_and_where_to_watch(stub, tmp_path, spec_dict, make
     assert result.exit_code == 0, result.output
     assert "created study 7 (digits-mlp)" in result.stdout
     assert f"foldwise --url {stub.url} watch 7" in result.stdout
+
+
+def test_submit_watch_ends_with_the_wall_time_and_the_commands_to_see_the_results(
+    stub, tmp_path, spec_dict, make_study, monkeypatch
+):
+    monkeypatch.setattr(cli, "program_name", lambda: ".venv/bin/foldwise")
+    ended = make_study(status="completed", finished=10, finished_at="2025-01-01T10:04:30Z")
+
+    def handle(request):
+        if request.method == "POST":
+            return 201, make_study(status="queued", finished=0)
+        return 200, ended
+
+    stub.handle = handle
+    path = write_spec(tmp_path, spec_dict)
+    result = runner.invoke(cli.app, ["--url", stub.url, "submit", path, "--watch"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert f"dashboard: {stub.url}/dashboard/studies/7" in lines
+    assert "study 7 took 5m30s (wall time from its submission to its end)" in lines
+    tail = lines[lines.index("next:") + 1 :]
+    command = f".venv/bin/foldwise --url {stub.url}"
+    assert [line.split("  # ")[0].strip() for line in tail] == [
+        f"{command} trials 7 --sort best",
+        f"{command} status 7",
+        f"{command} trials 7 --csv -o study-7-trials.csv",
+    ]
+
+
+def test_program_name_is_the_path_it_was_run_by_unless_that_is_on_path(tmp_path, monkeypatch):
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    script = venv_bin / "foldwise"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert program_name("venv/bin/foldwise") == "venv/bin/foldwise"
+    assert program_name(str(script)) == str(script)
+    monkeypatch.setenv("PATH", f"{venv_bin}:/usr/bin:/bin")
+    assert program_name("venv/bin/foldwise") == "foldwise"
+    for other in ("foldwise", "/usr/lib/python3/pytest", "-c", "venv/bin/missing/foldwise"):
+        assert program_name(other) == "foldwise"
+    spaced = tmp_path / "my venv" / "foldwise"
+    spaced.parent.mkdir()
+    spaced.write_text("#!/bin/sh\n")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert program_name(str(spaced)) == f"'{spaced}'"
+
+
+def test_submit_in_a_real_process_suggests_the_foldwise_it_was_run_by(
+    stub, tmp_path, spec_dict, make_study
+):
+    """``make run`` runs ``.venv/bin/foldwise``, which a new shell does not find on PATH."""
+    stub.handle = lambda request: (201, make_study(status="queued", finished=0))
+    foldwise = Path(sys.executable).with_name("foldwise")
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [str(foldwise), "--url", stub.url, "submit", write_spec(tmp_path, spec_dict)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"watch it:  {foldwise} --url {stub.url} watch 7" in done.stdout.splitlines()
 
 
 def test_submit_watch_follows_the_new_study(stub, tmp_path, spec_dict, make_study):

@@ -154,6 +154,27 @@ def test_study_details_and_best_trial(make_study):
     assert "lr" in best and "0.01235" in best and "relu" in best
 
 
+def test_wall_time_runs_from_submission_to_the_end(make_study):
+    running = Study.model_validate(make_study())
+    assert render.wall_time_text(running) is None
+    ended = make_study(status="completed", finished_at="2025-01-01T10:02:05Z")
+    ended = Study.model_validate(ended)
+    assert render.wall_time_text(ended) == (
+        "study 7 took 3m05s (wall time from its submission to its end)"
+    )
+
+
+def test_next_steps_are_runnable_lines_with_their_purpose_as_a_comment():
+    lines = render.next_steps(7, ".venv/bin/foldwise --url http://127.0.0.1:8001")
+    commands = [line.partition("  # ")[0].rstrip() for line in lines]
+    assert commands == [
+        ".venv/bin/foldwise --url http://127.0.0.1:8001 trials 7 --sort best",
+        ".venv/bin/foldwise --url http://127.0.0.1:8001 status 7",
+        ".venv/bin/foldwise --url http://127.0.0.1:8001 trials 7 --csv -o study-7-trials.csv",
+    ]
+    assert len({line.index("  # ") for line in lines}) == 1  # the comments line up
+
+
 def test_geometry_text_counts_nouns():
     spec = {"parallel": {"trial_groups": 2, "folds": 3, "workers_per_fold": 1}}
     assert render.geometry_text(spec) == "2 trials × 3 folds × 1 worker"

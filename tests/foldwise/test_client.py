@@ -115,6 +115,31 @@ def test_unusable_spec_files_are_invalid_spec(tmp_path, document, fragment):
         load_spec(tmp_path / "missing.yaml")
 
 
+BROKEN_SPEC_FILES = [
+    pytest.param(
+        b"name: x\nspace: [a, b\nbudget: 3\n", "not valid YAML or JSON at line 3", id="syntax"
+    ),
+    pytest.param(
+        b"name: x\x01\n", "line 1, column 8: unacceptable character #x0001", id="control"
+    ),
+    pytest.param(b"name: caf\xe9\n", "not UTF-8 text (byte 0xe9 at offset 9)", id="latin-1"),
+]
+
+
+@pytest.mark.parametrize(("content", "fragment"), BROKEN_SPEC_FILES)
+def test_a_broken_spec_file_is_named_in_the_error_and_nothing_is_sent(
+    stub, tmp_path, content, fragment
+):
+    path = tmp_path / "my-study.yaml"
+    path.write_bytes(content)
+    with Client(stub.url) as client, pytest.raises(InvalidSpec) as info:
+        client.create_study(path)
+    assert stub.requests == []
+    message = str(info.value)
+    assert f" {path}: " in message and fragment in message, message
+    assert "<unicode string>" not in message
+
+
 def test_json_spec_files_load(tmp_path, spec_dict):
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec_dict))

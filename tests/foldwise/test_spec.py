@@ -299,6 +299,16 @@ def test_unknown_optimizer(doc, name):
     assert_rejected(doc, ("optimizer", "name"), "'random', 'gp', 'evolution' or 'nas_evolution'")
 
 
+@pytest.mark.parametrize("task", ["digits-mlp", "my tasks:Task", "pkg.mod:", "a{0}b"])
+def test_a_malformed_task_name_says_what_a_task_name_is(doc, task):
+    doc["trainer"]["task"] = task
+    [error] = errors_of(doc)
+    assert error["loc"] == ("trainer", "task")
+    assert error["msg"] == (
+        f"{task!r} is not a task name: a built-in task's name or 'package.module:attr'"
+    )
+
+
 @pytest.mark.parametrize(
     ("edit", "loc"),
     [

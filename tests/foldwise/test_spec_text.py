@@ -77,6 +77,16 @@ def test_syntax_errors_name_the_source_and_position() -> None:
     assert "<unicode string>" not in str(info.value)
 
 
+def test_unprintable_characters_are_placed_by_line_and_column_in_the_source() -> None:
+    with pytest.raises(SpecTextError) as info:
+        parse_spec_text("name: x\nspace:\n  lr\x1b: 1\n", "study.yaml")
+    assert str(info.value) == (
+        "cannot parse study.yaml: not valid YAML or JSON at line 3, column 5: "
+        "unacceptable character #x001b: special characters are not allowed"
+    )
+    assert info.value.line == 3
+
+
 def test_exponents_without_a_dot_are_numbers_as_in_json() -> None:
     document, _ = parse_spec_text("low: 1e-4\nhigh: 3E2\nname: 1e-4x\nplain: 1.5\n")
     assert document == {"low": 1e-4, "high": 300.0, "name": "1e-4x", "plain": 1.5}

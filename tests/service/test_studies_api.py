@@ -7,7 +7,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from foldwise.errors import InvalidSpec
+from tests.service.conftest import signed_in_client
 from tests.service.study_specs import study_spec
+from trainers.task import BUILTIN_TASKS
 
 
 def _locs(response: Any) -> list[list[Any]]:
@@ -57,6 +60,52 @@ def test_bad_spec_is_a_422_naming_the_field(
     assert response.status_code == 422, response.text
     assert any(found[: len(loc)] == loc for found in _locs(response)), _locs(response)
     assert api.get("/studies").json()["count"] == 0
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        "no_such_task",  # neither built in nor under an allowed package
+        "digits-mlp",  # not a task name at all
+        "tests.user_tasks.no_such_module:Task",  # under an allowed package, but not there
+    ],
+)
+def test_an_unknown_task_lists_the_built_in_tasks_and_the_allowed_packages(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, task: str
+) -> None:
+    # A task registered in the trainers' registry is listed too: the list is read from there.
+    monkeypatch.setitem(BUILTIN_TASKS, "extra_builtin", "tests.user_tasks.tiny:Task")
+    modules = ["tests.user_tasks", "labtasks"]
+    with signed_in_client(database_url, task_modules=modules) as api:
+        response = api.post("/studies", json=study_spec(trainer={"task": task}))
+        assert response.status_code == 422, response.text
+        [error] = response.json()["detail"]
+        assert error["loc"] == ["body", "trainer", "task"]
+        message = error["msg"]
+        assert repr(task) in message
+        assert f"the built-in tasks are {', '.join(BUILTIN_TASKS)}," in message
+        assert "extra_builtin" in message and "digits_mlp" in message
+        assert (
+            "custom tasks are 'package.module:attr' under tests.user_tasks, labtasks "
+            "(FOLDWISE_TASK_MODULES)"
+        ) in message
+        assert "should match pattern" not in message
+        # What the SDK and the CLI print names the field.
+        [problem] = InvalidSpec.from_detail(response.json()["detail"]).problems
+        assert problem == f"trainer.task: {message}"
+        assert api.get("/studies").json()["count"] == 0
+
+
+def test_an_unknown_task_says_when_no_custom_tasks_are_allowed(api: TestClient) -> None:
+    response = api.post("/studies", json=study_spec(trainer={"task": "mypkg.tasks:Net"}))
+    assert response.status_code == 422, response.text
+    [error] = response.json()["detail"]
+    assert error["loc"] == ["body", "trainer", "task"]
+    assert error["msg"] == (
+        f"task 'mypkg.tasks:Net' is not one this service runs: the built-in tasks are "
+        f"{', '.join(BUILTIN_TASKS)}, and custom tasks are not enabled "
+        "(FOLDWISE_TASK_MODULES is empty)"
+    )
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
+
+import pytest
 from fastapi.testclient import TestClient
 
 from foldwise.schemas import FoldStatus, TrialStatus
@@ -323,3 +327,40 @@ def test_a_study_waiting_for_the_cluster_says_why(page, dashboard: Dashboard) ->
     open_ready(page, f"/dashboard/studies/{dashboard.study_id}")
     assert page.inner_text("#study-waiting") == why
     assert _api(dashboard).get(f"/studies/{dashboard.study_id}").json()["waiting"] == why
+
+
+def test_study_page_downloads_the_trials_as_csv(page, browser, dashboard: Dashboard) -> None:
+    study_id = dashboard.study_id
+    open_ready(page, f"/dashboard/studies/{study_id}")
+    link = page.get_by_role("link", name="Download CSV")
+    assert link.get_attribute("href") == f"/studies/{study_id}/trials.csv"
+    with page.expect_download() as info:
+        link.click()  # the page's browser is signed in by its cookie only: no bearer token
+    download = info.value
+    assert download.failure() is None
+    assert download.suggested_filename == f"study-{study_id}-trials.csv"
+    with Path(download.path()).open(newline="", encoding="utf-8") as file:
+        rows = list(csv.DictReader(file))
+
+    trials = _api(dashboard).get(f"/studies/{study_id}/trials", params={"limit": 1000}).json()
+    assert trials["count"] == TRIALS
+    by_number = {trial["number"]: trial for trial in trials["data"]}
+    assert [int(row["number"]) for row in rows] == sorted(by_number)
+    assert [f"fold_{k}" for k in range(FOLDS)] == [c for c in rows[0] if c.startswith("fold_")]
+    for row in rows:
+        trial = by_number[int(row["number"])]
+        assert row["status"] == trial["status"]
+        if trial["value"] is None:
+            assert row["value"] == ""
+        else:
+            assert float(row["value"]) == pytest.approx(trial["value"])
+        assert {k: row[f"params_{k}"] for k in trial["params"]} == {
+            k: str(v) for k, v in trial["params"].items()
+        }
+
+    # Without the sign-in cookie the same link is refused: the download above rode on it.
+    stranger = browser.new_context(base_url=dashboard.url)
+    try:
+        assert stranger.request.get(f"/studies/{study_id}/trials.csv").status == 401
+    finally:
+        stranger.close()
