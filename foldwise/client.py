@@ -79,6 +79,8 @@ def _read_document(path: Path) -> Any:
             document, _lines = parse_spec_text(text, str(path))
     except json.JSONDecodeError as exc:
         raise InvalidSpec([f"cannot parse {path}: {exc}"]) from exc
+    except RecursionError as exc:  # json's decoder recurses once per level of nesting
+        raise InvalidSpec([f"cannot parse {path}: it is nested too deeply"]) from exc
     except SpecTextError as exc:
         raise InvalidSpec([" ".join(str(exc).split())]) from exc
     if not isinstance(document, dict):

@@ -89,6 +89,14 @@ def test_submit_unparseable_file_names_the_file(tmp_path, content, fragment):
     assert "<unicode string>" not in result.stderr
 
 
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_submit_deeply_nested_file_is_one_line_naming_the_file(tmp_path, suffix):
+    path = tmp_path / f"deep{suffix}"
+    path.write_text("[" * 200_000 + "]" * 200_000)
+    result = runner.invoke(cli.app, ["submit", str(path)])
+    assert_one_line_error(result, f"cannot parse {path}: it is nested too deeply")
+
+
 @pytest.mark.parametrize(
     ("edit", "field"),
     [
