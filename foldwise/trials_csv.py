@@ -11,7 +11,10 @@ an empty one included, so a bare cell is always a number. Text comes from users 
 choice, an error message), and a spreadsheet runs a cell that starts with ``=``, ``+``, ``-``,
 ``@``, a tab or a carriage return as a formula (CSV injection): such a cell gets a leading
 ``'``, as OWASP recommends, and so does one that starts with ``'`` itself, so that reading it
-back strips exactly one. Booleans are ``true``/``false``, times ISO 8601 with their offset.
+back strips exactly one. Booleans are ``true``/``false``, and text that is exactly ``true`` or
+``false`` gets the ``'`` too, so a boolean choice and the text choice ``"true"`` never read
+alike. Times are ISO 8601 with their offset. Errors and pruning reasons are plain text: terminal
+colour codes are dropped, as every other face shows them (``foldwise.schemas.PlainText``).
 """
 
 from __future__ import annotations
@@ -23,12 +26,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from foldwise.ansi import strip_ansi
+
 HEAD = ("number", "status", "value", "std_error", "value_folds")
 TAIL = ("started_at", "finished_at", "duration_s", "error", "pruned_reason")
 PARAM_PREFIX = "params_"
 FOLD_PREFIX = "fold_"
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "'")
 """OWASP's list of a formula's first characters, and the quote that escapes them."""
+BOOLEANS = {"true": True, "false": False}
+"""How booleans are written; text that reads the same is escaped like a formula."""
 ROWS_PER_CHUNK = 500
 
 
@@ -97,8 +104,8 @@ def _row(record: TrialRecord, names: Sequence[str], folds: int) -> list[Any]:
         record.started_at,
         record.finished_at,
         record.duration_s,
-        record.error,
-        record.pruned_reason,
+        _plain(record.error),
+        _plain(record.pruned_reason),
     ]
     return [cell(value) for value in values]
 
@@ -114,7 +121,11 @@ def cell(value: Any) -> int | float | str:
     if isinstance(value, datetime):
         return value.isoformat()
     text = str(value)
-    return "'" + text if text.startswith(FORMULA_STARTS) else text
+    return "'" + text if text.startswith(FORMULA_STARTS) or text in BOOLEANS else text
+
+
+def _plain(text: str | None) -> str | None:
+    return None if text is None else strip_ansi(text)
 
 
 def read_trials_csv(
@@ -155,17 +166,29 @@ def _param_reader(param: Mapping[str, Any] | None) -> Any:
         return _integer
     if kind == "float":
         return _number
+    choices = {}
     if kind == "categorical":
         choices = {_choice_key(choice): choice for choice in reversed(param["choices"])}
-        return lambda raw: None if raw == "" else choices.get(_unquoted(raw), _unquoted(raw))
-    return lambda raw: None if raw == "" else _unquoted(raw)
+    return lambda raw: _param_value(raw, choices)
 
 
 def _choice_key(choice: Any) -> Any:
-    """A choice as its cell reads back, unescaped: a float for a number, else text."""
-    if isinstance(choice, bool):
-        return cell(choice)
-    return float(choice) if isinstance(choice, int | float) else choice
+    """A choice as its cell reads back: a float for a number, else its text as written."""
+    if isinstance(choice, int | float) and not isinstance(choice, bool):
+        return float(choice)
+    return cell(choice)
+
+
+def _param_value(raw: Any, choices: Mapping[Any, Any]) -> Any:
+    """A parameter's cell as its value: the choice written so, else a number, a boolean or
+    text (a parameter outside the space, or a value the space no longer offers)."""
+    if raw == "":
+        return None
+    if raw in choices:
+        return choices[raw]
+    if isinstance(raw, str):
+        return BOOLEANS[raw] if raw in BOOLEANS else _unquoted(raw)
+    return raw
 
 
 def _unquoted(raw: Any) -> Any:

@@ -109,6 +109,10 @@ def test_text_a_spreadsheet_would_run_is_escaped_and_numbers_stay_bare() -> None
         (-0.5, -0.5),
         (None, ""),
         (False, "false"),
+        (True, "true"),
+        ("true", "'true"),
+        ("false", "'false"),
+        ("True", "True"),
     ],
 )
 def test_cells(value, written) -> None:
@@ -137,6 +141,36 @@ def test_a_choice_that_starts_with_a_quote_reads_back_as_itself() -> None:
     record = TrialRecord(number=0, status="completed", params={"act": "'quoted"})
     rows, _ = read_trials_csv(_text([record]), SPACE)
     assert rows[0]["params_act"] == "'quoted"
+
+
+def test_booleans_and_the_text_true_read_back_as_themselves() -> None:
+    space = {"flag": {"type": "categorical", "choices": ["true", True, "false", False, 1, "1"]}}
+    values = ["true", True, "false", False, 1, "1"]
+    records = [
+        TrialRecord(number=n, status="completed", params={"flag": v, "other": v})
+        for n, v in enumerate(values)
+    ]
+    rows, _ = read_trials_csv("".join(csv_chunks(records, list(space), 1)), space)
+    for row, value in zip(rows, values, strict=True):
+        for column in ("params_flag", "params_other"):  # in the space, and outside it
+            if column == "params_other" and type(value) is int:
+                value = float(value)  # nothing says an unknown parameter's 1 is an int
+            assert row[column] == value and type(row[column]) is type(value), (column, value)
+
+
+def test_errors_and_reasons_lose_terminal_colour_codes() -> None:
+    record = TrialRecord(
+        number=0,
+        status="failed",
+        params={},
+        error="\x1b[36mray::DDPWorker.run()\x1b[39m (pid=1)\n\x1b[1mValueError\x1b[0m: boom",
+        pruned_reason="\x1b[31mworse\x1b[0m",
+    )
+    text = "".join(csv_chunks([record], [], 1))
+    assert "\x1b" not in text
+    [row] = list(csv.DictReader(io.StringIO(text)))
+    assert row["error"] == "ray::DDPWorker.run() (pid=1)\nValueError: boom"
+    assert row["pruned_reason"] == "worse"
 
 
 def test_large_exports_come_in_chunks_and_empty_ones_are_a_header() -> None:
