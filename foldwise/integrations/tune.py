@@ -48,7 +48,10 @@ class FoldwiseSearch(Searcher):
     ``space`` is a foldwise space dict (``when`` conditions allowed) or a Tune param_space;
     without it the searcher converts the ``param_space`` Tune gives it. ``seed``, ``options``
     and ``budget`` mean what they mean in a study spec; the budget defaults to Tune's
-    ``num_samples``. A trial's ``metric`` is told to the optimizer as its value and its
+    ``num_samples`` and counts the trials this searcher suggests: points told with
+    ``add_evaluated_point`` are prior observations, as a warm-started study's, and the
+    optimizer plans by the budget plus them (the GP's annealing, evolution's generations). A
+    trial's ``metric`` is told to the optimizer as its value and its
     ``std_error_metric`` (default ``"<metric>_std_error"``), when reported, as the value's
     standard error, which the GP takes as that trial's noise. A trial that errored, or ended
     without a finite value, is told as a failure so the optimizer leaves its region.
@@ -145,8 +148,7 @@ class FoldwiseSearch(Searcher):
         budget is used or the optimizer has nothing to give."""
         if self._max_concurrent and len(self._pending) >= self._max_concurrent:
             return None
-        started = len(self._completed) + len(self._pending)
-        if self._budget is not None and started >= self._budget:
+        if self._budget is not None and self._suggested() >= self._budget:
             return Searcher.FINISHED
         batch = self.optimizer.suggest(1)
         if not batch:
@@ -177,7 +179,8 @@ class FoldwiseSearch(Searcher):
         *,
         std_error: float | None = None,
     ) -> None:
-        """Tell the optimizer about a trial run outside this searcher (a Tune config)."""
+        """Tell the optimizer about a trial run outside this searcher (a Tune config): a
+        prior observation, which does not count against the budget."""
         params = self._require_space().from_config(parameters)
         value = None if error else _finite(value)
         self._tell(params, value, None if value is None else _finite(std_error), pruned=pruned)
@@ -258,6 +261,14 @@ class FoldwiseSearch(Searcher):
             )
         )
 
+    def _priors(self) -> int:
+        """Observations told with ``add_evaluated_point``: they have no Tune trial id."""
+        return sum(1 for o in self._completed if o.extra.get("trial_id") is None)
+
+    def _suggested(self) -> int:
+        """Trials this searcher suggested: in flight, or finished."""
+        return len(self._completed) - self._priors() + len(self._pending)
+
     def _take_back_failure(self, trial_id: str) -> dict[str, Any] | None:
         """The params of a trial told as failed that Tune ran again (a resumed experiment
         restarts errored trials), taken out of the history to be told anew."""
@@ -282,14 +293,17 @@ class FoldwiseSearch(Searcher):
         return self._build()
 
     def _build(self) -> BaseOptimizer:
-        if self._optimizer is None:
+        """The optimizer, built anew when the prior observations have changed its budget (it
+        depends only on its settings and the history it is told, so nothing is lost)."""
+        budget = None if self._budget is None else self._budget + self._priors()
+        if self._optimizer is None or self._optimizer.budget != budget:
             space = self._require_space()
             self._optimizer = create_optimizer(
                 self._optimizer_name,
                 space.params,
                 direction=MODES[self._mode] if self._mode else Direction.MINIMIZE,
                 seed=self._seed,
-                budget=self._budget,
+                budget=budget,
                 options=self._options,
             )
         return self._optimizer

@@ -237,3 +237,23 @@ def test_points_evaluated_elsewhere_join_the_history() -> None:
     assert told[1].failed and told[1].value is None
     with pytest.raises(ValueError, match="does not lie in the search space"):
         search.add_evaluated_point({"x": 0.5, "n": 5, "act": "a"}, 0.1)  # randint(1, 5) ends at 4
+
+
+@pytest.mark.parametrize("name", ["gp", "evolution", "random"])
+def test_points_evaluated_elsewhere_do_not_use_up_the_budget(name: str) -> None:
+    """num_samples=10 after 5 points told: 10 suggestions, and the optimizer plans by 15 (as a
+    warm-started study's optimizer plans by its budget plus its prior observations)."""
+    search = FoldwiseSearch(name, seed=1)
+    assert search.set_search_properties("loss", "min", SPACE, num_samples=10)
+    for x in (-1.5, -0.5, 0.0, 0.5, 1.5):
+        point = {"x": x, "n": 2, "act": "a"}
+        search.add_evaluated_point(point, loss(point))
+    suggested = []
+    while (config := search.suggest(f"t{len(suggested)}")) != Searcher.FINISHED:
+        suggested.append(config)
+        search.on_trial_complete(f"t{len(suggested) - 1}", {"loss": loss(config)})
+    assert len(suggested) == 10
+    assert len(search.observations) == 15 and search.optimizer.budget == 15
+    restored = FoldwiseSearch()
+    restored.set_state(search.get_state())
+    assert restored.suggest("t10") == Searcher.FINISHED and restored.optimizer.budget == 15
