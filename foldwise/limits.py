@@ -39,8 +39,9 @@ MAX_INT = 2**63 - 1
 MAX_WARM_START_STUDIES = 20
 """Earlier studies a spec's ``warm_start`` may name."""
 MAX_WARM_START_OBSERVATIONS = 10_000
-"""Finished trials of earlier studies a warm start keeps (the best half and the latest rest):
-what the GP conditions on at most is 1,000, and they are copied into the new study."""
+"""Finished trials of earlier studies a warm start keeps (the best half and the most recently
+finished rest): what the GP conditions on at most is 1,000, and they are copied into the new
+study."""
 
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 """A parameter's name: an ASCII Python identifier (it becomes a keyword in user code)."""

@@ -12,20 +12,21 @@ observations first, then the study's own trials (``SchedulerStore.warm_start``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
+from itertools import islice
 
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy.orm import Session
 
 from foldwise.limits import MAX_WARM_START_OBSERVATIONS
-from foldwise.schemas import TrialStatus, WarmStartSummary
+from foldwise.schemas import WarmStartSummary
 from foldwise.space import project
 from foldwise.spec import StudySpec
 from service.db import studies as study_repo
 from service.db import warm_start as warm_repo
 from service.db.models import StudyRow
-from service.db.warm_start import Outcome
+from service.db.warm_start import Finished, Outcome
 
 
 @dataclass(frozen=True)
@@ -36,30 +37,28 @@ class WarmStartPlan:
     summary: WarmStartSummary
 
 
-def plan_warm_start(session: Session, spec: StudySpec) -> WarmStartPlan | None:
-    """The finished trials of the studies ``spec.warm_start`` names that fit ``spec``'s space
-    (None without a warm start); a 422 naming the study when one cannot warm-start it. Only
-    reads, so a caller that creates the study afterwards holds no write lock meanwhile."""
+def plan_warm_start(
+    session: Session, spec: StudySpec, *, limit: int | None = None
+) -> WarmStartPlan | None:
+    """The finished trials of the studies ``spec.warm_start`` names that fit ``spec``'s space,
+    at most ``limit`` (default ``MAX_WARM_START_OBSERVATIONS``) as ``select_fitting`` picks
+    them (None without a warm start); a 422 naming the study when one cannot warm-start it.
+    Only reads, so a caller that creates the study afterwards holds no write lock meanwhile."""
     if spec.warm_start is None:
         return None
-    finished: list[Outcome] = []
-    for index, source_id in enumerate(spec.warm_start.studies):
+    sources = spec.warm_start.studies
+    for index, source_id in enumerate(sources):
         source = study_repo.get_study(session, source_id)
         if source is None or source.delete_requested:
             raise _invalid(index, f"study {source_id} does not exist", source_id)
         problem = _objective_problem(source, spec)
         if problem is not None:
             raise _invalid(index, f"study {source_id} {problem}", source_id)
-        finished += warm_repo.finished_outcomes(session, source_id)
-    fitting = []
-    for outcome in finished:
-        params = project(spec.space, outcome.params)
-        if params is not None:
-            fitting.append(replace(outcome, params=params))
-    maximize = spec.objective.direction.value == "maximize"
-    kept = within_limit(fitting, MAX_WARM_START_OBSERVATIONS, maximize=maximize)
+    limit = MAX_WARM_START_OBSERVATIONS if limit is None else limit
+    kept = select_fitting(session, spec, limit)
+    finished = warm_repo.count_finished(session, sources)  # after: never fewer than kept
     summary = WarmStartSummary(
-        studies=spec.warm_start.studies, observations=len(kept), skipped=len(finished) - len(kept)
+        studies=sources, observations=len(kept), skipped=max(0, finished - len(kept))
     )
     return WarmStartPlan(kept, summary)
 
@@ -72,20 +71,37 @@ def seed_study(session: Session, study: StudyRow, plan: WarmStartPlan | None) ->
     study.warm_start = plan.summary.model_dump(mode="json")
 
 
-def within_limit(outcomes: Sequence[Outcome], limit: int, *, maximize: bool) -> list[Outcome]:
-    """At most ``limit`` outcomes, in their order: the best half by value and the latest rest
-    (as the GP keeps its points), so the region a warm start points to is never cut off."""
-    if len(outcomes) <= limit:
-        return list(outcomes)
-    sign = -1.0 if maximize else 1.0
-    valued = [i for i, o in enumerate(outcomes) if _usable(o)]
-    best = set(sorted(valued, key=lambda i: sign * outcomes[i].value)[: limit // 2])
-    rest = [i for i in range(len(outcomes)) if i not in best][len(best) - limit :]
-    return [outcomes[i] for i in sorted(best.union(rest))]
+def select_fitting(session: Session, spec: StudySpec, limit: int) -> list[Outcome]:
+    """The named studies' finished trials that fit ``spec``'s space, projected onto it, in the
+    order the studies are named and each study's in the order its trials finished. Past
+    ``limit``: the ``limit // 2`` best by value (completed or pruned), then the most recently
+    finished of the rest (as the GP keeps its points), so the region a warm start points to
+    is never cut off.
+
+    Each side is read best or latest first and only until enough trials fit: with trials that
+    fit, about ``1.5 * limit`` rows whatever the studies' size, and never more than that many
+    held at once (the trials that do not fit are read and dropped a page at a time)."""
+    assert spec.warm_start is not None
+    sources = spec.warm_start.studies
+    latest = warm_repo.latest_first(session, sources, page=limit + 1)
+    kept = list(islice(_fitting(spec, latest), limit + 1))
+    if len(kept) > limit:
+        maximize = spec.objective.direction.value == "maximize"
+        ranked = warm_repo.best_first(session, sources, maximize=maximize, page=max(1, limit // 2))
+        best = list(islice(_fitting(spec, ranked), limit // 2))
+        chosen = {f.key for f in best}
+        kept = best + [f for f in kept if f.key not in chosen][: limit - len(best)]
+    position = {source_id: index for index, source_id in enumerate(sources)}
+    kept.sort(key=lambda f: (position[f.outcome.study_id], f.finished_at, f.outcome.number))
+    return [f.outcome for f in kept]
 
 
-def _usable(outcome: Outcome) -> bool:
-    return outcome.status is not TrialStatus.FAILED and outcome.value is not None
+def _fitting(spec: StudySpec, trials: Iterable[Finished]) -> Iterator[Finished]:
+    """The ``trials`` that fit the space, their params projected onto it."""
+    for trial in trials:
+        params = project(spec.space, trial.outcome.params)
+        if params is not None:
+            yield replace(trial, outcome=replace(trial.outcome, params=params))
 
 
 def _objective_problem(source: StudyRow, spec: StudySpec) -> str | None:

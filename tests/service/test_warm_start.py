@@ -11,18 +11,20 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 
 from foldwise.schemas import TrialStatus
-from foldwise.space import contains
+from foldwise.space import contains, project
 from foldwise.spec import StudySpec
 from service.db import studies as study_repo
 from service.db import trials as trial_repo
 from service.db import warm_start as warm_repo
 from service.db.engine import SessionRunner
+from service.db.models import TrialRow
 from service.db.warm_start import Outcome
 from service.scheduler.store import SchedulerStore
 from service.study_optimizer import build_optimizer
-from service.warm_start import within_limit
+from service.warm_start import plan_warm_start
 from tests.service.study_specs import study_spec
 
 SQUARE = {
@@ -212,14 +214,119 @@ def test_every_optimizer_takes_prior_observations(
     assert not {tuple(c.values()) for c in batch} & {tuple(o.params.values()) for o in warm}
 
 
-def test_past_the_limit_the_best_half_and_the_latest_rest_are_kept() -> None:
-    values = [0.5, None, 0.1, 0.9, 0.3, 0.8, 0.7, 0.6]  # None: failed
-    outcomes = [
-        Outcome(1, n, TrialStatus.FAILED if v is None else TrialStatus.COMPLETED, {}, v, None, 3)
-        for n, v in enumerate(values)
+def _timed(
+    api: TestClient, study_id: int, trials: list[tuple[dict, TrialStatus, float | None, int]]
+) -> None:
+    """Finished trials of ``study_id``, each finishing at START plus its given seconds."""
+    with api.app.state.sessions.begin() as session:
+        first = trial_repo.next_trial_number(session, study_id)
+        for offset, (params, status, value, seconds) in enumerate(trials):
+            trial = trial_repo.create_trial(session, study_id, params, number=first + offset)
+            trial_repo.finish_trial(session, trial, status, value=value, value_folds=3)
+            trial.finished_at = START + timedelta(seconds=seconds)
+        study_repo.touch_study(session, study_id)
+
+
+def _by_the_rule(api: TestClient, spec: StudySpec, limit: int) -> list[Outcome]:
+    """What docs/api.md says a warm start keeps, worked out from every finished trial."""
+    sources = spec.warm_start.studies
+    with api.app.state.sessions() as session:
+        query = select(TrialRow).where(
+            TrialRow.study_id.in_(sources), TrialRow.status.in_(trial_repo.FINISHED)
+        )
+        trials = session.scalars(query).all()
+    fit = [(t, p) for t in trials if (p := project(spec.space, t.params)) is not None]
+    if len(fit) > limit:
+        sign = -1.0 if spec.objective.direction.value == "maximize" else 1.0
+        usable = [f for f in fit if f[0].status != TrialStatus.FAILED and f[0].value is not None]
+        usable.sort(
+            key=lambda f: (sign * f[0].value, f[0].finished_at, f[0].study_id, f[0].number)
+        )
+        best = usable[: limit // 2]
+        rest = [f for f in fit if f not in best]
+        rest.sort(key=lambda f: (f[0].finished_at, f[0].study_id, f[0].number), reverse=True)
+        fit = best + rest[: limit - len(best)]
+    fit.sort(key=lambda f: (sources.index(f[0].study_id), f[0].finished_at, f[0].number))
+    return [
+        Outcome(t.study_id, t.number, t.status, p, t.value, t.std_error, t.value_folds)
+        for t, p in fit
     ]
-    kept = within_limit(outcomes, 4, maximize=False)
-    assert [o.number for o in kept] == [2, 4, 6, 7]  # best two (0.1, 0.3), then the latest
-    kept = within_limit(outcomes, 4, maximize=True)
-    assert [o.number for o in kept] == [3, 5, 6, 7]  # best two (0.9, 0.8), then the latest
-    assert within_limit(outcomes, 8, maximize=False) == outcomes
+
+
+def _plan(api: TestClient, spec: StudySpec, limit: int) -> tuple[list[Outcome], list[int]]:
+    """What ``plan_warm_start`` keeps at ``limit``, and the rows each of its queries fetched."""
+    fetched: list[int] = []
+    with api.app.state.sessions() as session:
+        execute = session.execute
+
+        def counting(*args: Any, **kwargs: Any) -> Any:
+            frozen = execute(*args, **kwargs).freeze()
+            fetched.append(len(frozen.data))
+            return frozen()
+
+        session.execute = counting  # type: ignore[method-assign]
+        plan = plan_warm_start(session, spec, limit=limit)
+    assert plan is not None
+    return plan.kept, fetched
+
+
+def test_past_the_limit_the_best_half_and_the_most_recent_rest_are_kept(
+    api: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = _study(api, space=SQUARE)["id"], _study(api, space=SQUARE)["id"]
+    p = {"x": 0.5, "y": 0.5}
+    done, failed = TrialStatus.COMPLETED, TrialStatus.FAILED
+    _timed(api, first, [(p, done, 0.5, 10), (p, failed, None, 11), (p, done, 0.1, 12)])
+    _timed(api, first, [(p, done, 0.9, 13), (p, done, 0.8, 14)])
+    _timed(api, second, [(p, done, 0.3, 1), (p, done, 0.7, 2), (p, done, 0.6, 3)])
+    monkeypatch.setattr("service.warm_start.MAX_WARM_START_OBSERVATIONS", 4)
+    spec = {"space": SQUARE, "warm_start": {"studies": [first, second]}}
+    study = _study(api, **spec)
+    assert study["warm_start"] == {"studies": [first, second], "observations": 4, "skipped": 4}
+    with api.app.state.sessions() as session:
+        kept = warm_repo.observations(session, study["id"])
+    # the best two (0.1, 0.3), then the most recently finished (0.8 at 14 s, 0.9 at 13 s),
+    # though the study named last is the other; kept in the order named
+    numbers = [(o.study_id, o.number) for o in kept]
+    assert numbers == [(first, 2), (first, 3), (first, 4), (second, 0)]
+    everything, _fetched = _plan(api, StudySpec.model_validate(study_spec(**spec)), 8)
+    numbers = [(o.study_id, o.number) for o in everything]
+    assert numbers == [*((first, n) for n in range(5)), *((second, n) for n in range(3))]
+
+
+@pytest.mark.parametrize("maximize", [False, True])
+def test_the_bounded_reads_keep_what_the_rule_says(api: TestClient, maximize: bool) -> None:
+    """Two studies whose trials finish interleaved (some at the same second), with failures,
+    equal values and trials outside the new space, against the rule worked out from all."""
+    direction = "maximize" if maximize else "minimize"
+    objective = {"metric": "val_loss", "direction": direction}
+    sources = [_study(api, space=SQUARE, objective=objective)["id"] for _ in range(2)]
+    rng = np.random.default_rng(7)
+    for index, source in enumerate(sources):
+        trials = []
+        for n in range(40):
+            params = {"x": float(rng.uniform()), "y": float(rng.uniform())}
+            status = [TrialStatus.COMPLETED, TrialStatus.PRUNED, TrialStatus.FAILED][n % 5 % 3]
+            value = None if status is TrialStatus.FAILED else float(rng.integers(0, 12)) / 4
+            trials.append((params, status, value, 2 * n + index * (n % 2)))
+        _timed(api, source, trials)
+    narrow = {"x": {"type": "float", "low": 0.3, "high": 1.0}, "y": SQUARE["y"]}
+    spec = StudySpec.model_validate(
+        study_spec(space=narrow, objective=objective, warm_start={"studies": sources})
+    )
+    for limit in (1, 2, 5, 9, 30, 55, 200):
+        kept, _fetched = _plan(api, spec, limit)
+        assert kept == _by_the_rule(api, spec, limit), limit
+        assert len(kept) == min(limit, len(_by_the_rule(api, spec, 10_000)))
+
+
+def test_a_large_source_is_read_only_as_far_as_the_limit_needs(api: TestClient) -> None:
+    source = _bowl_study(api, count=300)
+    spec = StudySpec.model_validate(study_spec(space=SQUARE, warm_start={"studies": [source]}))
+    kept, fetched = _plan(api, spec, 10)
+    assert kept == _by_the_rule(api, spec, 10) and len(kept) == 10
+    # the source study, the 11 latest, the 5 best, the count: not the 300 trials
+    assert sum(fetched) <= 1 + 11 + 5 + 1, fetched
+    everything, fetched = _plan(api, spec, 300)
+    assert everything == _by_the_rule(api, spec, 300) and len(everything) == 300
+    assert sum(fetched) <= 1 + 300 + 1, fetched
