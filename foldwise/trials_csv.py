@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -36,7 +36,6 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "'")
 """OWASP's list of a formula's first characters, and the quote that escapes them."""
 BOOLEANS = {"true": True, "false": False}
 """How booleans are written; text that reads the same is escaped like a formula."""
-ROWS_PER_CHUNK = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,28 +67,20 @@ def columns(param_names: Sequence[str], folds: int) -> list[str]:
     return [*HEAD, *params, *(f"{FOLD_PREFIX}{k}" for k in range(folds)), *TAIL]
 
 
-def param_names(space_names: Sequence[str], records: Iterable[TrialRecord]) -> list[str]:
-    """The space's parameters in spec order, then any other a trial holds, by name."""
-    others = {name for record in records for name in record.params} - set(space_names)
-    return [*space_names, *sorted(others)]
+def csv_header(param_names: Sequence[str], folds: int) -> str:
+    """The CSV's first line: ``columns(param_names, folds)``."""
+    return _lines([columns(param_names, folds)])
 
 
-def csv_chunks(
-    records: Sequence[TrialRecord], space_names: Sequence[str], folds: int
-) -> Iterator[str]:
-    """The CSV text of ``records`` in pieces of a few hundred rows, header first."""
-    names = param_names(space_names, records)
+def csv_rows(records: Iterable[TrialRecord], param_names: Sequence[str], folds: int) -> str:
+    """The CSV lines of ``records``: a page of an export, sent while the next is read."""
+    return _lines(_row(record, param_names, folds) for record in records)
+
+
+def _lines(rows: Iterable[list[Any]]) -> str:
     buffer = io.StringIO()
-    writer = csv.writer(buffer, quoting=csv.QUOTE_NONNUMERIC)
-    writer.writerow(columns(names, folds))
-    for start in range(0, len(records), ROWS_PER_CHUNK):
-        for record in records[start : start + ROWS_PER_CHUNK]:
-            writer.writerow(_row(record, names, folds))
-        yield buffer.getvalue()
-        buffer.seek(0)
-        buffer.truncate()
-    if buffer.tell():
-        yield buffer.getvalue()
+    csv.writer(buffer, quoting=csv.QUOTE_NONNUMERIC).writerows(rows)
+    return buffer.getvalue()
 
 
 def _row(record: TrialRecord, names: Sequence[str], folds: int) -> list[Any]:

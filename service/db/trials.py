@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import case, extract, func, nulls_last, select
+from sqlalchemy import case, extract, func, nulls_last, select, true
 from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -71,7 +71,7 @@ def list_trials(
     return rows, count
 
 
-def export_trials(
+def export_order(
     session: Session,
     study_id: int,
     *,
@@ -79,18 +79,41 @@ def export_trials(
     sort: TrialSort = "number",
     maximize: bool = False,
     numeric: frozenset[str] = frozenset(),
-) -> list[TrialRecord]:
-    """Every trial of the study (or those in ``status``) in the order of ``sort`` (as in
-    ``list_trials``), each with the value of every fold that finished, in two queries whatever
-    their number."""
-    where = [TrialRow.study_id == study_id]
-    if status is not None:
-        where.append(TrialRow.status == status)
+) -> list[int]:
+    """The ids of every trial of the study (or those in ``status``) in the order of ``sort``
+    (as in ``list_trials``): what an export holds and in what order, fixed before it is read
+    a page at a time with ``export_records``."""
+    query = select(TrialRow.id).where(*_export_filter(study_id, status))
+    order = trial_order(session, sort, maximize=maximize, numeric=numeric)
+    return list(session.scalars(query.order_by(*order)))
+
+
+def other_param_names(
+    session: Session, study_id: int, known: Sequence[str], *, status: TrialStatus | None = None
+) -> list[str]:
+    """The parameters the study's trials (or those in ``status``) hold besides ``known``, by
+    name, found by the database in the trials' JSON (without reading their params here)."""
+    where = _export_filter(study_id, status)
+    if session.get_bind().dialect.name == "sqlite":
+        keys = func.json_each(TrialRow.params).table_valued("key")
+        query = select(keys.c.key).select_from(TrialRow).join(keys, true()).where(*where)
+    else:
+        query = select(func.json_object_keys(TrialRow.params)).where(*where)
+    names = set(session.scalars(query.distinct())) - set(known)
+    return sorted(names)
+
+
+def export_records(session: Session, trial_ids: Sequence[int]) -> list[TrialRecord]:
+    """The trials ``trial_ids`` in that order (one a trial since deleted is left out), each
+    with the value of every fold that finished, in two queries."""
     folds: dict[int, dict[int, float]] = {}
     query = (
         select(FoldRunRow.trial_id, FoldRunRow.fold, FoldRunRow.value)
-        .join(TrialRow, FoldRunRow.trial_id == TrialRow.id)
-        .where(*where, FoldRunRow.status.in_(VALUED_FOLDS), FoldRunRow.value.is_not(None))
+        .where(
+            FoldRunRow.trial_id.in_(trial_ids),
+            FoldRunRow.status.in_(VALUED_FOLDS),
+            FoldRunRow.value.is_not(None),
+        )
         .order_by(FoldRunRow.attempt)  # a later attempt's value wins
     )
     for trial_id, fold, value in session.execute(query):
@@ -98,15 +121,22 @@ def export_trials(
     fields = ("number", "params", "value", "std_error", "value_folds", "started_at")
     fields += ("finished_at", "error", "pruned_reason")
     query = select(TrialRow.id, TrialRow.status, *(getattr(TrialRow, f) for f in fields))
-    order = trial_order(session, sort, maximize=maximize, numeric=numeric)
-    return [
-        TrialRecord(
+    records = {
+        row.id: TrialRecord(
             status=TrialStatus(row.status).value,
             fold_values=folds.get(row.id, {}),
             **{name: getattr(row, name) for name in fields},
         )
-        for row in session.execute(query.where(*where).order_by(*order))
-    ]
+        for row in session.execute(query.where(TrialRow.id.in_(trial_ids)))
+    }
+    return [records[i] for i in trial_ids if i in records]
+
+
+def _export_filter(study_id: int, status: TrialStatus | None) -> list[ColumnElement[bool]]:
+    where = [TrialRow.study_id == study_id]
+    if status is not None:
+        where.append(TrialRow.status == status)
+    return where
 
 
 def trial_order(

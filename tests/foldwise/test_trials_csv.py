@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from foldwise.trials_csv import (
-    ROWS_PER_CHUNK,
     TrialRecord,
     cell,
     columns,
-    csv_chunks,
+    csv_header,
+    csv_rows,
     read_trials_csv,
 )
 
@@ -58,11 +58,12 @@ def _records() -> list[TrialRecord]:
     ]
 
 
-def _text(records: list[TrialRecord], folds: int = 3) -> str:
-    return "".join(csv_chunks(records, list(SPACE), folds))
+def _text(records: list[TrialRecord], folds: int = 3, names: list[str] | None = None) -> str:
+    names = [*SPACE, "extra"] if names is None else names
+    return csv_header(names, folds) + csv_rows(records, names, folds)
 
 
-def test_columns_put_params_in_spec_order_then_others_then_each_fold() -> None:
+def test_columns_put_params_in_the_order_given_then_each_fold() -> None:
     header = next(csv.reader(io.StringIO(_text(_records()))))
     assert header == [
         *("number", "status", "value", "std_error", "value_folds"),
@@ -150,7 +151,7 @@ def test_booleans_and_the_text_true_read_back_as_themselves() -> None:
         TrialRecord(number=n, status="completed", params={"flag": v, "other": v})
         for n, v in enumerate(values)
     ]
-    rows, _ = read_trials_csv("".join(csv_chunks(records, list(space), 1)), space)
+    rows, _ = read_trials_csv(_text(records, 1, [*space, "other"]), space)
     for row, value in zip(rows, values, strict=True):
         for column in ("params_flag", "params_other"):  # in the space, and outside it
             if column == "params_other" and type(value) is int:
@@ -166,19 +167,18 @@ def test_errors_and_reasons_lose_terminal_colour_codes() -> None:
         error="\x1b[36mray::DDPWorker.run()\x1b[39m (pid=1)\n\x1b[1mValueError\x1b[0m: boom",
         pruned_reason="\x1b[31mworse\x1b[0m",
     )
-    text = "".join(csv_chunks([record], [], 1))
+    text = _text([record], 1, [])
     assert "\x1b" not in text
     [row] = list(csv.DictReader(io.StringIO(text)))
     assert row["error"] == "ray::DDPWorker.run() (pid=1)\nValueError: boom"
     assert row["pruned_reason"] == "worse"
 
 
-def test_large_exports_come_in_chunks_and_empty_ones_are_a_header() -> None:
+def test_pages_follow_the_header_and_empty_exports_are_a_header() -> None:
     records = [TrialRecord(number=n, status="running", params={}) for n in range(1201)]
-    chunks = list(csv_chunks(records, ["lr"], 2))
-    assert len(chunks) == -(-1201 // ROWS_PER_CHUNK)
-    rows, _ = read_trials_csv("".join(chunks), SPACE)
+    pages = [csv_rows(records[i : i + 500], ["lr"], 2) for i in range(0, 1201, 500)]
+    rows, _ = read_trials_csv(csv_header(["lr"], 2) + "".join(pages), SPACE)
     assert [r["number"] for r in rows] == list(range(1201))
-    (header,) = list(csv_chunks([], ["lr"], 2))
-    assert read_trials_csv(header, SPACE) == ([], columns(["lr"], 2))
+    assert csv_rows([], ["lr"], 2) == ""
+    assert read_trials_csv(csv_header(["lr"], 2), SPACE) == ([], columns(["lr"], 2))
     assert read_trials_csv("", SPACE) == ([], [])

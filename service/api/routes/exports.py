@@ -3,6 +3,8 @@ spreadsheet or pandas; ``Study.to_dataframe()`` and ``foldwise trials --csv`` re
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
@@ -10,9 +12,10 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy.orm import Session
 
 from foldwise.schemas import TrialStatus
-from foldwise.trials_csv import TrialRecord, csv_chunks
+from foldwise.trials_csv import csv_header, csv_rows
 from service.api.conditional import NOT_MODIFIED, ReadsDep, not_modified
 from service.api.deps import (
+    DbDep,
     StudyId,
     TrialSortQuery,
     check_trial_sort,
@@ -21,6 +24,7 @@ from service.api.deps import (
 )
 from service.api.errors import documented
 from service.db import trials as trial_repo
+from service.db.engine import SessionRunner
 
 router = APIRouter(prefix="/studies/{study_id}", tags=["trials"], responses=documented(404))
 
@@ -34,36 +38,55 @@ CSV_RESPONSES = {
 }
 
 
+EXPORT_PAGE = 1000
+"""Trials an export reads at a time, each page in its own short read."""
+
+
 # No media type on the response class: FastAPI would document the JSON errors as CSV too.
 @router.get("/trials.csv", response_class=StreamingResponse, responses=CSV_RESPONSES)
 async def export_trials_csv(
     study_id: StudyId,
     reads: ReadsDep,
+    db: DbDep,
     status_: Annotated[TrialStatus | None, Query(alias="status")] = None,
     sort: TrialSortQuery = "number",
 ) -> Response:
     """Every trial (or those in ``status``) in the order of ``sort``, as the trial list sorts:
     number, status, value, std_error, value_folds, ``params_<name>`` per parameter,
     ``fold_0`` .. ``fold_{K-1}``, started_at, finished_at, duration_s, error, pruned_reason.
-    Text that a spreadsheet would run as a formula starts with ``'``."""
+    Text that a spreadsheet would run as a formula starts with ``'``.
 
-    def work(session: Session) -> tuple[list[TrialRecord], list[str], int]:
+    Which trials, in which order, and the columns are read at the revision the ETag names;
+    then ``EXPORT_PAGE`` trials at a time are read, written and sent, so neither the service
+    nor a read holds the whole table."""
+
+    def work(session: Session) -> tuple[list[int], list[str], int]:
         study = study_or_404(session, study_id)
-        space = study.spec["space"]
-        check_trial_sort(sort, space)
-        records = trial_repo.export_trials(
-            session,
-            study.id,
-            status=status_,
-            sort=sort,
-            **trial_sort_options(study),
+        space = list(study.spec["space"])
+        check_trial_sort(sort, study.spec["space"])
+        options = trial_sort_options(study)
+        trial_ids = trial_repo.export_order(
+            session, study.id, status=status_, sort=sort, **options
         )
-        return records, list(space), int(study.spec["parallel"]["folds"])
+        others = trial_repo.other_param_names(session, study.id, space, status=status_)
+        return trial_ids, [*space, *others], int(study.spec["parallel"]["folds"])
 
     headers, export = await reads.study_export(study_id, work)
     if export is None:
         return not_modified(headers)
-    records, names, folds = export
+    trial_ids, names, folds = export
     headers["Content-Disposition"] = f'attachment; filename="study-{study_id}-trials.csv"'
-    chunks = csv_chunks(records, names, folds)
+    chunks = _csv_pages(db, trial_ids, names, folds)
     return StreamingResponse(chunks, media_type="text/csv", headers=headers)  # charset=utf-8
+
+
+async def _csv_pages(
+    db: SessionRunner, trial_ids: list[int], names: list[str], folds: int
+) -> AsyncIterator[str]:
+    """The header, then each page of trials as it is read. A trial that changed since the
+    export began (a running one finished) shows as it is now, in its place."""
+    yield csv_header(names, folds)
+    for start in range(0, len(trial_ids), EXPORT_PAGE):
+        page = trial_ids[start : start + EXPORT_PAGE]
+        records = await db.read(partial(trial_repo.export_records, trial_ids=page))
+        yield csv_rows(records, names, folds)
