@@ -3,11 +3,13 @@
 At submit, ``plan_warm_start`` checks the studies the spec names (each must exist, which every
 token may read, and optimise the same metric in the same direction: else a 422 naming
 ``warm_start.studies`` and the study) and projects each finished trial onto the new space
-(``foldwise.space.project``: a trial outside it is skipped); ``seed_study`` copies what fits
-into the new study, in the transaction that creates it. A copy, not a reference: a restarted
-service rebuilds the same optimizer from it even after a named study was deleted, and a named
-study still running changes nothing later. The scheduler tells the optimizer these
-observations first, then the study's own trials (``SchedulerStore.warm_start``).
+(``foldwise.space.project``: a trial outside it is skipped), keeping at most
+``MAX_WARM_START_OBSERVATIONS`` and reading only as many as that needs (``select_fitting``);
+``seed_study`` copies what fits into the new study, in the transaction that creates it. A
+copy, not a reference: a restarted service rebuilds the same optimizer from it even after a
+named study was deleted, and a named study still running changes nothing later. The scheduler
+tells the optimizer these observations first, then the study's own trials
+(``SchedulerStore.warm_start``).
 """
 
 from __future__ import annotations
