@@ -1,8 +1,9 @@
 """The optimizer benchmark's quality tables, as markdown, from stored runs.
 
 Regret is the final best value minus the problem's optimum (for the digits MLP, minus the best
-value any shown run found). Ranks and paired comparisons use only the seeds every shown method
-has, so each comparison is between runs of the same seeds.
+value any shown run found). Ranks and paired comparisons use only the seeds the compared
+methods share, so each comparison is between runs of the same seeds; a method with fewer than
+half the seeds of the best-covered one on a problem is left out of that problem's ranks.
 """
 
 from __future__ import annotations
