@@ -24,6 +24,7 @@ import statistics
 import sys
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -305,6 +306,9 @@ def main() -> None:
         help="comma-separated; foldwise's may carry options (gp:xi=0) and trials in flight (@4)",
     )
     parser.add_argument("--epochs", type=int, default=2, help="digits MLP epochs per fold")
+    parser.add_argument(
+        "--budget", type=int, default=None, help="evaluations per run instead of each problem's"
+    )
     parser.add_argument("--timing-points", default="10,50,100,200,400", help="'': skip timing")
     parser.add_argument("--noise-seeds", type=int, default=20, help="0: skip the noise check")
     parser.add_argument("--results", type=Path, default=None, help="stored runs (JSON lines)")
@@ -317,6 +321,8 @@ def main() -> None:
         args.methods = "gp,gp@4,random,optuna_gp"
     every = problems(args.epochs)
     chosen = [every[name] for name in args.problems.split(",") if name]
+    if args.budget:  # stored apart from the usual budget's runs: "hartmann6:100"
+        chosen = [replace(p, name=f"{p.name}:{args.budget}", budget=args.budget) for p in chosen]
     methods = [m for m in args.methods.split(",") if m]
     store = ResultStore(args.results) if args.results else ResultStore()
     print(f"command: {' '.join(sys.argv)}")

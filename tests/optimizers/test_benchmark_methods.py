@@ -1,3 +1,8 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -88,3 +93,23 @@ def test_the_tables_print_with_only_methods_in_flight(capsys):
     runs = {"branin": {"gp@4": {0: Run("branin", "gp@4", 0, "v", [problem.optimum + 0.5], 0.1)}}}
     print_quality(runs, [problem], ["gp@4"], PEERS)
     assert "| gp@4 | 0.5 |" in capsys.readouterr().out
+
+
+def test_a_budget_override_runs_and_stores_apart_from_the_usual_budget(tmp_path):
+    results = tmp_path / "runs.jsonl"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "optimizers.py"
+    command = [sys.executable, str(script), "--problems", "branin", "--methods", "random"]
+    options = ["--seeds", "2", "--budget", "7", "--timing-points", "", "--noise-seeds", "0"]
+    done = subprocess.run(
+        [*command, *options, "--results", str(results)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    runs = [json.loads(line) for line in results.read_text().splitlines()]
+    assert [(r["problem"], r["seed"], len(r["values"])) for r in runs] == [
+        ("branin:7", 0, 7),
+        ("branin:7", 1, 7),
+    ]
+    assert "| branin:7 |" in done.stdout
