@@ -15,6 +15,9 @@ function csrfToken() {
   return cookie ? decodeURIComponent(cookie.slice("foldwise_csrf=".length)) : "";
 }
 
+/** Set while signing out: a poll answered 401 then must not race sign-out's own navigation. */
+let signingOut = false;
+
 /** GET (or send) JSON to the service's API; a non-2xx answer throws ApiError with the body.
  * A 401 (the session ended, or the token was revoked) goes to the sign-in page. */
 export async function api(path, options = {}) {
@@ -22,13 +25,14 @@ export async function api(path, options = {}) {
   const headers = method === "GET" ? options.headers : { ...options.headers, "X-CSRF-Token": csrfToken() };
   const response = await fetch(path, { ...options, headers });
   const body = response.status === 204 ? null : await response.json().catch(() => null);
-  if (response.status === 401) location.assign(`/dashboard/sign-in?next=${encodeURIComponent(location.pathname)}`);
+  if (response.status === 401 && !signingOut) location.assign(`/dashboard/sign-in?next=${encodeURIComponent(location.pathname)}`);
   if (!response.ok) throw new ApiError(response.status, body);
   return body;
 }
 
 /** Sign out: the session's cookies go, and the sign-in page comes. */
 export async function signOut() {
+  signingOut = true;
   await fetch("/dashboard/session", { method: "DELETE" });
   location.assign("/dashboard/sign-in");
 }
