@@ -16,8 +16,23 @@ token=$("$bin/foldwise" --url "$url" token create local-admin --role admin --rep
 
 "$bin/foldwise" serve --host "$host" --port "$port" &
 server=$!
-trap 'kill -INT "$server" 2>/dev/null; wait "$server" 2>/dev/null' EXIT
-trap 'exit 130' INT TERM
+# One SIGINT only: a second one makes uvicorn quit at once, mid-shutdown, with a traceback.
+stop_server() {
+  if kill -0 "$server" 2>/dev/null; then kill -INT "$server" 2>/dev/null || true; fi
+  wait "$server" 2>/dev/null || true
+}
+# Ctrl-C reaches the whole process group, the server included: let it shut down by itself, and
+# signal it only if it is still up after 30 s (an INT sent to this script alone).
+on_interrupt() {
+  for _ in $(seq 1 60); do
+    kill -0 "$server" 2>/dev/null || exit 130
+    sleep 0.5
+  done
+  exit 130
+}
+trap stop_server EXIT
+trap on_interrupt INT
+trap 'exit 143' TERM
 
 for _ in $(seq 1 120); do
   if "$bin/python" -c "import httpx,sys; httpx.get('$url/health', timeout=2).raise_for_status()" \
