@@ -62,9 +62,7 @@ def list_trials(
 ) -> tuple[Sequence[TrialRow], int]:
     """A page of trials and the count of all that match. `numeric` names the parameters that
     sort as numbers (the others, categorical, sort as text); see `trial_order`."""
-    query = select(TrialRow).where(TrialRow.study_id == study_id)
-    if status is not None:
-        query = query.where(TrialRow.status == status)
+    query = select(TrialRow).where(*_trial_filter(study_id, status))
     count = session.scalar(select(func.count()).select_from(query.subquery())) or 0
     order = trial_order(session, sort, maximize=maximize, numeric=numeric)
     rows = session.scalars(query.order_by(*order).limit(limit).offset(offset)).all()
@@ -83,7 +81,7 @@ def export_order(
     """The ids of every trial of the study (or those in ``status``) in the order of ``sort``
     (as in ``list_trials``): what an export holds and in what order, fixed before it is read
     a page at a time with ``export_records``."""
-    query = select(TrialRow.id).where(*_export_filter(study_id, status))
+    query = select(TrialRow.id).where(*_trial_filter(study_id, status))
     order = trial_order(session, sort, maximize=maximize, numeric=numeric)
     return list(session.scalars(query.order_by(*order)))
 
@@ -93,7 +91,7 @@ def other_param_names(
 ) -> list[str]:
     """The parameters the study's trials (or those in ``status``) hold besides ``known``, by
     name, found by the database in the trials' JSON (without reading their params here)."""
-    where = _export_filter(study_id, status)
+    where = _trial_filter(study_id, status)
     if session.get_bind().dialect.name == "sqlite":
         keys = func.json_each(TrialRow.params).table_valued("key")
         query = select(keys.c.key).select_from(TrialRow).join(keys, true()).where(*where)
@@ -132,7 +130,7 @@ def export_records(session: Session, trial_ids: Sequence[int]) -> list[TrialReco
     return [records[i] for i in trial_ids if i in records]
 
 
-def _export_filter(study_id: int, status: TrialStatus | None) -> list[ColumnElement[bool]]:
+def _trial_filter(study_id: int, status: TrialStatus | None) -> list[ColumnElement[bool]]:
     where = [TrialRow.study_id == study_id]
     if status is not None:
         where.append(TrialRow.status == status)

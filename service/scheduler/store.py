@@ -113,17 +113,7 @@ class SchedulerStore:
 
         def work(session: Session) -> tuple[list[Observation], int]:
             rows = trial_repo.finished_trials(session, study_id)
-            observations = [
-                Observation(
-                    params=row.params,
-                    value=row.value,
-                    std_error=row.std_error,
-                    failed=row.status is TrialStatus.FAILED,
-                    folds=row.value_folds,
-                    pruned=row.status is TrialStatus.PRUNED,
-                )
-                for row in rows
-            ]
+            observations = [_observation(row) for row in rows]
             return observations, trial_repo.count_trials(session, study_id)
 
         return await self._db.read(work)
@@ -134,15 +124,7 @@ class SchedulerStore:
 
         def work(session: Session) -> list[Observation]:
             return [
-                Observation(
-                    params=o.params,
-                    value=o.value,
-                    std_error=o.std_error,
-                    failed=o.status is TrialStatus.FAILED,
-                    folds=o.value_folds,
-                    pruned=o.status is TrialStatus.PRUNED,
-                    extra={"warm_start": {"study": o.study_id, "trial": o.number}},
-                )
+                _observation(o, extra={"warm_start": {"study": o.study_id, "trial": o.number}})
                 for o in warm_repo.observations(session, study_id)
             ]
 
@@ -327,3 +309,16 @@ def _finish_study(
 def _without_fold(error: str) -> str:
     """A trial's error without the fold it happened in: the same bug fails whichever fold."""
     return re.sub(r"^fold \d+: ", "", error)
+
+
+def _observation(row: Any, extra: dict[str, Any] | None = None) -> Observation:
+    """A finished trial, the study's own or one a warm start copied, as the optimizer sees it."""
+    return Observation(
+        params=row.params,
+        value=row.value,
+        std_error=row.std_error,
+        failed=row.status is TrialStatus.FAILED,
+        folds=row.value_folds,
+        pruned=row.status is TrialStatus.PRUNED,
+        extra=extra or {},
+    )
