@@ -182,14 +182,15 @@ def get_trial(
 
 def finished_trials(session: Session, study_id: int) -> Sequence[TrialRow]:
     """Completed, pruned and failed trials in the order they finished: the optimizer's
-    history."""
+    history. A row without a finish time (none is written so) counts as finished first on
+    every backend: SQLite and PostgreSQL sort NULL at opposite ends."""
     query = (
         select(TrialRow)
         .where(
             TrialRow.study_id == study_id,
             TrialRow.status.in_(FINISHED),
         )
-        .order_by(TrialRow.finished_at, TrialRow.number)
+        .order_by(TrialRow.finished_at.asc().nulls_first(), TrialRow.number)
     )
     return session.scalars(query).all()
 
@@ -208,7 +209,7 @@ def last_finished(session: Session, study_id: int, count: int) -> Sequence[Trial
     query = (
         select(TrialRow)
         .where(TrialRow.study_id == study_id, TrialRow.status.in_(FINISHED))
-        .order_by(TrialRow.finished_at.desc(), TrialRow.number.desc())
+        .order_by(TrialRow.finished_at.desc().nulls_last(), TrialRow.number.desc())
         .limit(count)
     )
     return session.scalars(query).all()
