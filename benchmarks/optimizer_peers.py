@@ -1,4 +1,5 @@
-"""The peer libraries of the optimizer benchmark, each run one trial at a time with its defaults.
+"""The peer libraries of the optimizer benchmark, each run with its defaults, one trial at a time
+(Ax also with trials in flight: ``ax@4``).
 
 Every runner takes a search space in the study-spec form, an objective and a seed, and spends
 the whole budget; the benchmark times it minus the objective. Peers are installed from
@@ -18,8 +19,13 @@ Space = dict[str, dict[str, Any]]
 Objective = Callable[[dict[str, Any]], float]
 
 
-def run_peer(name: str, space: Space, objective: Objective, budget: int, seed: int) -> None:
-    """Minimise ``objective`` over ``space`` with the peer ``name`` for ``budget`` trials."""
+def run_peer(
+    name: str, space: Space, objective: Objective, budget: int, seed: int, in_flight: int = 1
+) -> None:
+    """Minimise ``objective`` over ``space`` with the peer ``name`` for ``budget`` trials,
+    ``in_flight`` of them running at once (only Ax takes more than one; see :func:`run_ax`)."""
+    if in_flight > 1 and name not in IN_FLIGHT_PEERS:
+        raise ValueError(f"{name} runs one trial at a time here; in flight: {IN_FLIGHT_PEERS}")
     runners = {
         "skopt_gp_minimize": run_skopt,
         "optuna_tpe": run_optuna_tpe,
@@ -32,10 +38,15 @@ def run_peer(name: str, space: Space, objective: Objective, budget: int, seed: i
     torch.set_num_threads(1)  # one core per run, as the benchmark's BLAS
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # experimental-feature and convergence warnings
-        runners[name](space, objective, budget, seed)
+        if name in IN_FLIGHT_PEERS:
+            runners[name](space, objective, budget, seed, in_flight)
+        else:
+            runners[name](space, objective, budget, seed)
 
 
 PEERS = ("skopt_gp_minimize", "optuna_tpe", "optuna_gp", "ax", "hebo")
+IN_FLIGHT_PEERS = ("ax",)
+"""Peers that take pending trials into account, so ``name@k`` can compare them in flight."""
 
 
 def peer_version(name: str) -> str:
@@ -132,17 +143,29 @@ def ax_parameters(space: Space) -> list:
     return parameters
 
 
-def run_ax(space: Space, objective: Objective, budget: int, seed: int) -> None:
-    """Ax's ``Client`` with its default generation strategy (Sobol, then BoTorch with qLogNEI)."""
+def run_ax(space: Space, objective: Objective, budget: int, seed: int, in_flight: int = 1) -> None:
+    """Ax's ``Client`` with its default generation strategy (Sobol, then BoTorch with qLogNEI).
+
+    With ``in_flight`` above one it keeps that many trials running, as foldwise's ``gp@k`` in
+    the benchmark: the first ``k`` are one request, then whenever a running trial (a random one,
+    seeded the same way) completes, Ax is asked for one more with the others pending, which
+    its acquisition conditions on."""
     from ax import Client
 
     logging.disable(logging.INFO)  # Ax logs every trial at INFO
     client = Client(random_seed=seed)
     client.configure_experiment(parameters=ax_parameters(space))
     client.configure_optimization(objective="-loss")
-    for _ in range(budget):
-        ((index, params),) = client.get_next_trials(max_trials=1).items()
+    finish_order = np.random.default_rng(10_000 + seed)
+    running: list[tuple[int, dict[str, Any]]] = []
+    done = 0
+    while done < budget:
+        wanted = min(in_flight - len(running), budget - done - len(running))
+        if wanted > 0:
+            running += client.get_next_trials(max_trials=wanted).items()
+        index, params = running.pop(int(finish_order.integers(len(running))))
         client.complete_trial(trial_index=index, raw_data={"loss": objective(dict(params))})
+        done += 1
 
 
 def hebo_space(space: Space) -> Any:

@@ -137,7 +137,8 @@ def method_options(method: str) -> tuple[str, dict[str, Any]]:
 
 def run_method(method: str, problem: Problem, seed: int) -> tuple[list[float], float]:
     """One run of a method, foldwise's or a peer's, on ``problem`` with ``seed``."""
-    if method not in PEERS:
+    peer, _, flight = method.partition("@")
+    if peer not in PEERS:
         return run_ours(method, problem, seed)
     values: list[float] = []
     timed = [0.0]
@@ -149,14 +150,15 @@ def run_method(method: str, problem: Problem, seed: int) -> tuple[list[float], f
         return values[-1]
 
     start = time.perf_counter()
-    run_peer(method, problem.space, objective, problem.budget, seed)
+    run_peer(peer, problem.space, objective, problem.budget, seed, int(flight or 1))
     return values, (time.perf_counter() - start - timed[0]) / problem.budget
 
 
 def version_of(method: str, problem: Problem) -> str:
     """What a stored run must match: the peer's library or foldwise's optimizer code, and the
     digits MLP's epochs."""
-    version = peer_version(method) if method in PEERS else code_version()
+    peer = method.partition("@")[0]
+    version = peer_version(peer) if peer in PEERS else code_version()
     epochs = getattr(problem.objective, "epochs", None)
     return version if epochs is None else f"{version}|epochs={epochs}"
 
@@ -303,7 +305,8 @@ def main() -> None:
     parser.add_argument(
         "--methods",
         default=default_methods,
-        help="comma-separated; foldwise's may carry options (gp:xi=0) and trials in flight (@4)",
+        help="comma-separated; foldwise's may carry options (gp:xi=0); foldwise's and ax may "
+        "keep trials in flight (gp@4, ax@4)",
     )
     parser.add_argument("--epochs", type=int, default=2, help="digits MLP epochs per fold")
     parser.add_argument(

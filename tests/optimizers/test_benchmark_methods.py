@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.optimizer_peers import PEERS
+from benchmarks.optimizer_peers import PEERS, run_peer
 from benchmarks.optimizer_results import ResultStore, Run
 from benchmarks.optimizer_tables import print_quality, ratio_interval
 from benchmarks.optimizers import method_options, parse_space, problems, run_ours
@@ -86,6 +86,26 @@ def test_the_batch_ratio_carries_a_bootstrap_interval_over_seeds():
     low, high = map(float, interval.strip("()").split("-"))
     assert low < float(ratio) < high and high - low > 0.5
     assert ratio_interval(np.ones(3), np.zeros(3)) == "-"  # no regret to compare against
+
+
+def test_a_peer_in_flight_is_compared_with_itself_one_at_a_time(capsys):
+    problem = problems(epochs=1)["branin"]
+    runs: dict = {"branin": {}}
+    for method, regret in (("ax", 0.01), ("ax@4", 0.03), ("gp", 0.02)):
+        runs["branin"][method] = {
+            seed: Run("branin", method, seed, "v", [problem.optimum + regret], 0.1)
+            for seed in range(4)
+        }
+    print_quality(runs, [problem], ["gp", "ax", "ax@4"], PEERS)
+    out = capsys.readouterr().out
+    assert "| ax@4 | branin | 4 | 0.01 | 0.03 | 3.00 (3.00-3.00) |" in out
+    assert "| ax@4 | - |" not in out and "| ax | 1.00 |" in out  # ranks leave the batch out
+
+
+def test_only_peers_that_take_pending_trials_run_in_flight():
+    problem = problems(epochs=1)["branin"]
+    with pytest.raises(ValueError, match="in flight: \\('ax',\\)"):
+        run_peer("optuna_tpe", problem.space, problem.objective, 5, 0, in_flight=4)
 
 
 def test_the_tables_print_with_only_methods_in_flight(capsys):
