@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
 from trainers.monitor import ResourceMonitor
 
 
-def _busy(seconds_of_work: int = 3_000_000) -> float:
+def _busy(cpu_seconds: float = 0.3) -> float:
+    """Work until this process has used ``cpu_seconds`` of CPU: a fixed count of products took
+    under one clock tick (10 ms) on a fast machine, which psutil reads as no CPU at all."""
     x = torch.ones(256, 256)
-    total = 0.0
-    for _ in range(seconds_of_work // 100_000):
+    total, start = 0.0, time.process_time()
+    while time.process_time() - start < cpu_seconds:
         total += float((x @ x).sum())
     return total
 
