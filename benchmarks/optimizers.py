@@ -100,8 +100,7 @@ def run_ours(method: str, problem: Problem, seed: int) -> tuple[list[float], flo
     batch, then whenever one of them finishes (a random one, seeded) the optimizer suggests
     the next with the other 3 pending. Without ``@`` one trial runs at a time.
     """
-    base, _, flight = method.partition("@")
-    in_flight = int(flight or 1)
+    base, in_flight = split_flight(method)
     space = parse_space(problem.space)
     name, options = method_options(base)
     optimizer = create_optimizer(name, space, seed=seed, budget=problem.budget, options=options)
@@ -122,6 +121,12 @@ def run_ours(method: str, problem: Problem, seed: int) -> tuple[list[float], flo
     return [o.value for o in history], spent / suggestions
 
 
+def split_flight(method: str) -> tuple[str, int]:
+    """``gp:xi=0@4`` → ("gp:xi=0", 4): the method and how many trials it keeps in flight."""
+    base, _, flight = method.partition("@")
+    return base, int(flight or 1)
+
+
 def method_options(method: str) -> tuple[str, dict[str, Any]]:
     """``gp:n_initial=6:xi=0`` → ("gp", {"n_initial": 6, "xi": 0}), options as in a study spec."""
     name, *items = method.split(":")
@@ -137,7 +142,7 @@ def method_options(method: str) -> tuple[str, dict[str, Any]]:
 
 def run_method(method: str, problem: Problem, seed: int) -> tuple[list[float], float]:
     """One run of a method, foldwise's or a peer's, on ``problem`` with ``seed``."""
-    peer, _, flight = method.partition("@")
+    peer, in_flight = split_flight(method)
     if peer not in PEERS:
         return run_ours(method, problem, seed)
     values: list[float] = []
@@ -150,14 +155,14 @@ def run_method(method: str, problem: Problem, seed: int) -> tuple[list[float], f
         return values[-1]
 
     start = time.perf_counter()
-    run_peer(peer, problem.space, objective, problem.budget, seed, int(flight or 1))
+    run_peer(peer, problem.space, objective, problem.budget, seed, in_flight)
     return values, (time.perf_counter() - start - timed[0]) / problem.budget
 
 
 def version_of(method: str, problem: Problem) -> str:
     """What a stored run must match: the peer's library or foldwise's optimizer code, and the
     digits MLP's epochs."""
-    peer = method.partition("@")[0]
+    peer, _ = split_flight(method)
     version = peer_version(peer) if peer in PEERS else code_version()
     epochs = getattr(problem.objective, "epochs", None)
     return version if epochs is None else f"{version}|epochs={epochs}"
