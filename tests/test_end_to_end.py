@@ -73,9 +73,8 @@ def _check_stored_trials(study) -> None:
     assert all(t.status is TrialStatus.COMPLETED for t in trials), [t.error for t in trials]
     for summary in trials:
         trial = study.trial(summary.number)
-        # a fold may have been retried after its workers were lost (a rendezvous port taken
-        # between being picked and bound, say), never after an error of the training itself:
-        # one completed run per fold
+        # a fold may have been retried after its workers were lost (a worker process that
+        # died, say), never after an error of the training itself: one completed run per fold
         completed = [f for f in trial.folds if f.status is FoldStatus.COMPLETED]
         assert sorted(f.fold for f in completed) == list(range(FOLDS))
         for retried in (f for f in trial.folds if f.status is not FoldStatus.COMPLETED):

@@ -18,10 +18,22 @@ COLLECTIVE_TIMEOUT = timedelta(minutes=5)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on `host` right now, for a process group's rendezvous."""
+    """A TCP port free on `host` right now, for ranks started together (tests, scripts); the
+    service's rank 0 listens before it announces its port instead (`master_store`)."""
     with socket.socket() as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+def master_store(host: str, timeout: timedelta = COLLECTIVE_TIMEOUT) -> dist.TCPStore:
+    """Rank 0's rendezvous store, already listening on a port the OS picked (its `.port`).
+
+    Make it before the port is announced and join the process group with it: a port found
+    free and closed again (`free_port`) can be taken by any other socket before rank 0 binds
+    it, and the run then fails at rendezvous with EADDRINUSE. Use a store for one run only:
+    the keys a run leaves would mislead the next one's rendezvous.
+    """
+    return dist.TCPStore(host, 0, is_master=True, wait_for_workers=False, timeout=timeout)
 
 
 @contextmanager
@@ -32,14 +44,27 @@ def process_group(
     world_size: int,
     master_addr: str,
     master_port: int,
+    store: dist.Store | None = None,
     timeout: timedelta = COLLECTIVE_TIMEOUT,
 ) -> Iterator[None]:
-    """Join a TCP-rendezvous process group for the duration of the block; always leave it."""
+    """Join a TCP-rendezvous process group for the duration of the block; always leave it.
+
+    Rank 0 listens at `master_port` and the others connect there; rank 0 may instead bring
+    the `store` it listens with already (`master_store`, the port the others were given).
+    """
     if dist.is_initialized():  # a previous run in this process did not clean up
         dist.destroy_process_group()
+    if store is None:
+        store = dist.TCPStore(
+            master_addr,
+            master_port,
+            is_master=rank == 0,
+            wait_for_workers=False,
+            timeout=timeout,
+        )
     dist.init_process_group(
         backend,
-        init_method=f"tcp://{master_addr}:{master_port}",
+        store=store,
         rank=rank,
         world_size=world_size,
         timeout=timeout,

@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 from trainers.checkpoint import job_fingerprint, matching_checkpoint
-from trainers.ddp import broadcast_object, process_group, resolve_device
+from trainers.ddp import broadcast_object, master_store, process_group, resolve_device
 from trainers.fold_artifacts import BaseFoldArtifacts, DirectoryArtifacts
 from trainers.fold_training import FoldTraining, TrainingDiverged
 from trainers.job import FoldJob
@@ -25,7 +26,7 @@ from trainers.monitor import ResourceMonitor
 from trainers.objective import improved, make_stopper
 from trainers.task import resolve_task
 
-__all__ = ["TrainingDiverged", "run_fold", "resolve_task"]
+__all__ = ["TrainingDiverged", "master_store", "run_fold", "resolve_task"]
 
 
 def run_fold(
@@ -34,6 +35,7 @@ def run_fold(
     rank: int,
     master_addr: str,
     master_port: int,
+    store: dist.Store | None = None,
     device: str | torch.device | None = None,
     data: tuple[np.ndarray, np.ndarray] | None = None,
     num_threads: int | None = None,
@@ -42,12 +44,14 @@ def run_fold(
 ) -> Iterator[dict[str, float]]:
     """Train `job`'s fold as rank `rank` of `job.world_size`; yield per-epoch metrics.
 
-    `data` skips `load_data()` (a warm worker passes its cached copy); `num_threads` sets torch's
-    intra-op threads to this worker's CPU share. `stop_requested` is asked at the end of each
-    epoch: once it says yes on any rank, every rank yields that epoch marked `stopped: 1` and
-    returns (no model is saved). The process group is always destroyed on exit.
-    `artifacts` is where rank 0 keeps its checkpoint and model: needed with `job.artifact_key`,
-    a directory by default with `job.checkpoint_dir`; other ranks never use it.
+    Rank 0 listens for the others at `master_port`, or with `store` when it brings one
+    (``trainers.ddp.master_store``). `data` skips `load_data()` (a warm worker passes its
+    cached copy); `num_threads` sets torch's intra-op threads to this worker's CPU share.
+    `stop_requested` is asked at the end of each epoch: once it says yes on any rank, every
+    rank yields that epoch marked `stopped: 1` and returns (no model is saved). The process
+    group is always destroyed on exit. `artifacts` is where rank 0 keeps its checkpoint and
+    model: needed with `job.artifact_key`, a directory by default with `job.checkpoint_dir`;
+    other ranks never use it.
     """
     if not 0 <= rank < job.world_size:
         raise ValueError(f"rank must be in [0, {job.world_size}), got {rank}")
@@ -67,6 +71,7 @@ def run_fold(
             world_size=job.world_size,
             master_addr=master_addr,
             master_port=master_port,
+            store=store,
         ),
         ResourceMonitor(dev) if job.monitor else contextlib.nullcontext() as monitor,
     ):

@@ -154,9 +154,11 @@ class WorkerPool:
             ready.cancel()
 
     async def _refresh_master(self, group: WorkerGroup) -> None:
-        """Check every actor answers (new ones finish starting), see where each runs and pick
-        rank 0's port."""
-        ranks = await asyncio.gather(*(a.placement.remote() for a in group.actors))
+        """Check every actor answers (new ones finish starting), see where each runs, and have
+        rank 0 listen for the next run's rendezvous."""
+        ranks = await asyncio.gather(
+            *(actor.placement.remote(rank == 0) for rank, actor in enumerate(group.actors))
+        )
         group.master = ranks[0]["node_ip"], ranks[0]["port"]
         group.placement = [
             {"rank": rank, **{k: v for k, v in where.items() if k != "port"}}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,23 +39,26 @@ class DDPWorker:
         self._fold_runner = fold_runner
         self._data: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
         self._stops: set[str] = set()
+        self._master: Any = None  # rank 0's rendezvous store for its next run
 
     def stop(self, run_key: str) -> None:
         """Ask the run `run_key` (running, or about to start here) to end after its epoch."""
         self._stops.add(run_key)
 
-    def placement(self) -> dict[str, Any]:
-        """Where this rank runs (node id and IP, its GPU ids) and a currently free TCP port,
-        for rank 0's rendezvous."""
-        with socket.socket() as s:
-            s.bind(("", 0))
-            port = s.getsockname()[1]
-        return {
+    def placement(self, listen: bool = False) -> dict[str, Any]:
+        """Where this rank runs (node id and IP, its GPU ids). With `listen` (rank 0), also
+        the port of a fresh rendezvous store this actor now listens with, kept for its next
+        run: the port cannot be taken by anyone else before that run starts."""
+        node_ip = ray.util.get_node_ip_address()
+        where = {
             "node_id": ray.get_runtime_context().get_node_id(),
-            "node_ip": ray.util.get_node_ip_address(),
+            "node_ip": node_ip,
             "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
-            "port": port,
         }
+        if listen:
+            self._master = self._fold_runner.master_store(node_ip)  # an unused one is dropped
+            where["port"] = self._master.port
+        return where
 
     def info(self) -> dict[str, Any]:
         """Identity of this worker process (the pool's tests check reuse with it)."""
@@ -81,12 +83,16 @@ class DDPWorker:
         resumes from `restore` (the checkpoint's bytes) and its epochs carry what it saved
         under ARTIFACTS_KEY."""
         artifacts = BufferedArtifacts(restore) if job.artifact_key and rank == 0 else None
+        store = None
+        if rank == 0:  # a store serves one run: see trainers.ddp.master_store
+            store, self._master = self._master, None
         try:
             for metrics in self._fold_runner.run_fold(
                 job,
                 rank=rank,
                 master_addr=master_addr,
                 master_port=master_port,
+                store=store,
                 device=self._device(job),
                 data=self._load(job),
                 num_threads=self._threads(),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import io
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -177,6 +178,28 @@ def test_a_warm_group_runs_fold_after_fold_without_hanging(runner, executor) -> 
 
     group, runs = runner.run(scenario())
     assert group in executor.pool.idle_groups and group.runs == runs + WARM_RUNS
+
+
+@pytest.mark.slow
+def test_rank_0_already_listens_on_the_rendezvous_port_it_announced(runner, executor) -> None:
+    # A port found free and closed again could be taken by another socket before rank 0 bound
+    # it; the fold then failed at rendezvous with EADDRINUSE and spent a retry.
+    async def scenario() -> list[int]:
+        ports = []
+        for _ in range(2):  # a new group, then the same group taken warm from the idle list
+            group, _ = await executor.pool.acquire((2, CPUS, 0.0))
+            try:
+                host, port = group.master
+                with socket.socket() as sock, pytest.raises(OSError, match="in use"):
+                    sock.bind((host, port))
+                ports.append(port)
+            finally:
+                executor.pool.release(group)
+        assert len(await _collect(executor, _job(epochs=1))) == 1  # and the warm group runs
+        return ports
+
+    first, second = runner.run(scenario())
+    assert first != second  # each run rendezvous on a store of its own
 
 
 @pytest.mark.slow
