@@ -111,32 +111,33 @@ def serve(
         if value is not None:
             os.environ[f"FOLDWISE_{name}"] = str(value)
     try:
-        import uvicorn
-
-        from service.app import create_app
         from service.config import Settings
         from service.db.schema import OutdatedSchema, prepare_database
+        from service.server import listen, serve
     except ModuleNotFoundError as exc:
         fail_without_server(exc)
     try:
         settings = Settings()
     except ValidationError as exc:  # a setting refused: its message, in one line
         fail(_setting_problem(exc))
+    try:  # before anything starts: a busy port fails at once, and nothing can take it later
+        listener = listen(settings.host, settings.port)
+    except OSError as exc:
+        fail(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}")
+    try:
+        from service.app import create_app  # Ray and torch: after the port is taken
+    except ModuleNotFoundError as exc:
+        fail_without_server(exc)
     try:
         prepare_database(settings.database_url, upgrade=settings.upgrade_db)
     except OutdatedSchema as exc:
         fail(str(exc))
     _log_service_events()
+    logging.getLogger("foldwise").info("listening on http://%s:%d", settings.host, settings.port)
     # uvicorn stops gracefully on SIGTERM, then raises it again under the handler it found:
     # this one makes that a clean exit (0), as a stop on Ctrl-C already is.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    uvicorn.run(
-        create_app,
-        factory=True,
-        host=settings.host,
-        port=settings.port,
-        access_log=settings.access_log,
-    )
+    serve(create_app, settings, listener)
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:

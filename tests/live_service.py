@@ -24,6 +24,14 @@ POSTGRES_ADMIN_URL = os.environ.get(
 )
 
 
+PORT_TRIES = 3
+"""Ports a LiveService tries: one picked free can be taken before the service binds it."""
+
+
+class PortTaken(RuntimeError):
+    """The service's port was taken between being picked and being bound."""
+
+
 class PostgresUnavailable(RuntimeError):
     """No PostgreSQL server answers at ``POSTGRES_ADMIN_URL``."""
 
@@ -116,7 +124,17 @@ class LiveService:
     def start(self, timeout: float = 120, *, new_session: bool = False) -> LiveService:
         """Start it and wait until it answers with Ray up; ``new_session`` makes it the leader
         of a session and process group of its own (as a shell starts a job), so that group
-        can be signalled without signalling the caller."""
+        can be signalled without signalling the caller. A port some other process took since
+        it was picked is given up for another one."""
+        for _ in range(PORT_TRIES - 1):
+            try:
+                return self._start(timeout, new_session)
+            except PortTaken:
+                self.port = free_port()
+                self.url = f"http://127.0.0.1:{self.port}"
+        return self._start(timeout, new_session)
+
+    def _start(self, timeout: float, new_session: bool) -> LiveService:
         command = [sys.executable, "-c", "from foldwise.cli import app; app()"]
         command += ["serve", "--port", str(self.port)]
         log = self.log_path.open("ab")
@@ -131,6 +149,8 @@ class LiveService:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                if f"cannot listen on 127.0.0.1:{self.port}" in self.log():
+                    raise PortTaken(self.port)
                 raise RuntimeError(f"service exited early:\n{self.log()}")
             try:
                 if httpx.get(f"{self.url}/health", timeout=2).json()["ray"]["ok"]:

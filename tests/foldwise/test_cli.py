@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -354,8 +355,25 @@ def test_stop(stub, make_study):
 
 def test_serve_without_the_server_extras_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "uvicorn", None)  # makes `import uvicorn` fail
+    monkeypatch.delitem(sys.modules, "service.server", raising=False)  # as in a new process
+    monkeypatch.delenv("FOLDWISE_PORT", raising=False)  # serve sets it: undone afterwards
     result = runner.invoke(cli.app, ["serve", "--port", "8123"])
     assert_one_line_error(result, "no module 'uvicorn'", "pip install 'foldwise[server]'")
+
+
+def test_serve_on_a_busy_port_says_so_before_starting_anything(tmp_path, monkeypatch):
+    pytest.importorskip("service.server")
+    database = tmp_path / "foldwise.db"
+    monkeypatch.setenv("FOLDWISE_DATABASE_URL", f"sqlite:///{database}")
+    for name in ("FOLDWISE_HOST", "FOLDWISE_PORT"):  # serve sets them: undone afterwards
+        monkeypatch.delenv(name, raising=False)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = runner.invoke(cli.app, ["serve", "--host", "127.0.0.1", "--port", str(port)])
+    assert_one_line_error(result, f"cannot listen on 127.0.0.1:{port}", "in use")
+    assert not database.exists()  # nor Ray, nor the scheduler: nothing started before the port
 
 
 def test_db_upgrade_creates_the_schema(tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -19,9 +21,22 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
     tmp = tmp_path_factory.mktemp("scheduler")
-    live = LiveService(f"sqlite:///{tmp / 'scheduler.db'}", tmp / "service.log").start()
+    live = LiveService(f"sqlite:///{tmp / 'scheduler.db'}", tmp / "service.log")
+    with socket.socket() as taken:  # another process takes the port picked for the service
+        taken.bind(("127.0.0.1", live.port))
+        taken.listen()
+        live.start()
     yield live
     live.stop()
+
+
+def test_a_busy_port_fails_the_start_at_once_and_the_harness_takes_another(service) -> None:
+    log = service.log(tail=10**8)
+    (busy,) = re.findall(r"^error: cannot listen on 127\.0\.0\.1:(\d+): .*in use", log, re.M)
+    assert int(busy) != service.port
+    first_start = log.split(f"cannot listen on 127.0.0.1:{busy}")[0]
+    assert "scheduler started" not in first_start  # refused before Ray or the scheduler started
+    assert service.http().get("/health").json()["ray"]["ok"]
 
 
 def test_failing_trials_are_recorded_and_the_study_goes_on(service: LiveService) -> None:
