@@ -3,8 +3,9 @@
 A document comes from JSON or YAML, and both can carry what no field should store: NaN and the
 infinities (``NaN``, ``1e400``), strings with NUL or other control characters or lone surrogates
 (not text: PostgreSQL refuses NUL, and UTF-8 cannot encode a surrogate), integers beyond SQL's
-BIGINT and nesting deep enough to exhaust the stack of whatever reads it next. ``find_unsafe``
-walks a document once and names each such place, so the error points at the field.
+BIGINT and nesting deep enough to exhaust the stack of whatever reads it next; YAML can also
+carry what JSON cannot (a date, bytes, a set). ``find_unsafe`` walks a document once and names
+each such place, so the error points at the field.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def text_problem(value: str) -> tuple[str, str] | None:
 
 def find_unsafe(value: Any, loc: Loc = (), depth: int = 0) -> Iterator[Unsafe]:
     """Every place under ``value`` that holds a non-finite number, an integer out of range, a
-    string that is not plain text, or nesting deeper than ``MAX_DEPTH``."""
+    string that is not plain text, a value JSON has no type for, or nesting deeper than
+    ``MAX_DEPTH``."""
     if depth > MAX_DEPTH:
         yield Unsafe(loc, "too_deep", f"is nested more than {MAX_DEPTH} levels deep")
         return
@@ -66,6 +68,9 @@ def find_unsafe(value: Any, loc: Loc = (), depth: int = 0) -> Iterator[Unsafe]:
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
             yield from find_unsafe(item, (*loc, index), depth + 1)
+    elif not isinstance(value, int | float):
+        kind = type(value).__name__
+        yield Unsafe(loc, "json_type", f"is a {kind}, not text, a number, a list or a mapping")
 
 
 def _printable(key: str, limit: int = 64) -> str:

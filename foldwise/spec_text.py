@@ -47,7 +47,7 @@ def parse_spec_text(text: str, source: str = "the spec") -> tuple[Any, dict[str,
     Raises ``SpecTextError`` naming ``source`` (a file's path, say) for text that does not
     parse, refers to itself, or would expand past ``MAX_NODES`` values."""
     lines: dict[str, int] = {}
-    loader = None
+    loader = root = None
     try:
         loader = Loader(text)  # the reader refuses unprintable characters here already
         loader.name = source  # what YAML's marks call the text, else "<unicode string>"
@@ -57,12 +57,18 @@ def parse_spec_text(text: str, source: str = "the spec") -> tuple[Any, dict[str,
         _check_size(root, source)
         document = loader.construct_document(root)
         _walk(root, (), lines)
+    except SpecTextError:
+        raise
     except yaml.reader.ReaderError as exc:
         raise _character_error(exc, text, source) from exc
     except yaml.YAMLError as exc:
         raise _syntax_error(exc, source) from exc
     except RecursionError as exc:
         raise SpecTextError(f"cannot parse {source}: it is nested too deeply") from exc
+    except (ValueError, TypeError, AttributeError, KeyError, OverflowError) as exc:
+        # a typed scalar YAML cannot build (`2001-13-01`, `!!int x`): its constructors raise
+        # these, not YAMLError
+        raise _value_error(exc, loader, root, source) from exc
     finally:
         if loader is not None:
             loader.dispose()
@@ -78,6 +84,41 @@ def _syntax_error(exc: yaml.YAMLError, source: str) -> SpecTextError:
     return SpecTextError(
         f"cannot parse {source}: not valid YAML or JSON at {where}: {problem}", mark.line + 1
     )
+
+
+def _value_error(
+    exc: Exception, loader: Loader | None, root: Node | None, source: str
+) -> SpecTextError:
+    """A value YAML parsed but could not build, named by its line, text and type."""
+    if loader is not None and root is not None:
+        for node in _scalars(root):
+            loader.constructed_objects, loader.recursive_objects = {}, {}  # the failed run's
+            try:
+                loader.construct_object(node)
+            except Exception as failed:
+                kind = str(node.tag).rsplit(":", 1)[-1]
+                text = str(node.value) if len(str(node.value)) <= 40 else f"{node.value[:40]}..."
+                return SpecTextError(
+                    f"cannot parse {source}: line {node.start_mark.line + 1}: "
+                    f"{text!r} is not a valid {kind} ({failed}); quote it to keep it as text",
+                    node.start_mark.line + 1,
+                )
+    return SpecTextError(f"cannot parse {source}: a value cannot be read: {exc}")
+
+
+def _scalars(root: Node) -> list[Node]:
+    """Every scalar node of the graph, in document order (each shared node once)."""
+    found, seen, stack = [], set(), [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        children = _children(node)
+        if not children and not isinstance(node, MappingNode | SequenceNode):
+            found.append(node)
+        stack.extend(reversed(children))
+    return found
 
 
 def _character_error(exc: yaml.reader.ReaderError, text: str, source: str) -> SpecTextError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -10,6 +11,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
+from foldwise.json_values import find_unsafe
 from foldwise.spec_text import SpecTextError, parse_spec_text
 from service.api.auth import Principal, get_principal
 from service.api.deps import StudyId, TrialNumber
@@ -72,5 +74,17 @@ def parse_spec(text: Annotated[str, Body(media_type="text/plain")]) -> dict[str,
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=detail) from exc
     if not isinstance(spec, dict):
         detail = [{"type": "yaml_error", "loc": ["body"], "msg": "a spec is a mapping of fields"}]
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=detail)
+    # what JSON cannot carry back (a date, NaN, nesting past the limit) is named here, at its line
+    if problems := list(itertools.islice(find_unsafe(spec), 20)):
+        detail = [
+            {
+                "type": p.kind,
+                "loc": ["body", *p.loc],
+                "msg": p.message,
+                "line": lines.get(".".join(map(str, p.loc))),
+            }
+            for p in problems
+        ]
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=detail)
     return {"spec": spec, "lines": lines}

@@ -31,3 +31,28 @@ def test_bombs_loops_and_floods_are_short_422s_or_413(api: TestClient) -> None:
         assert response.status_code == 422 and len(response.content) < 1000, response.text
     flood = api.post("/dashboard/spec", content="a: " + "x" * 300_000, headers=TEXT)
     assert flood.status_code == 413
+
+
+def test_values_yaml_cannot_build_or_json_cannot_carry_are_422s_at_their_line(
+    api: TestClient,
+) -> None:
+    # PyYAML's constructors raise ValueError and the like (not YAMLError) for these, and a date,
+    # bytes, NaN or a deep list parse but cannot go back as the JSON the form posts on
+    cases = {
+        "name: x\nseed: 2001-13-01": (2, "not a valid timestamp"),
+        "seed: !!int x": (1, "not a valid int"),
+        "seed: !!float abc": (1, "not a valid float"),
+        "seed: !!bool x": (1, "not a valid bool"),
+        "name: x\nstarted: 2001-01-01": (2, "is a date"),
+        "blob: !!binary /w==": (1, "is a bytes"),
+        "tags: !!set {a}": (1, "is a set"),
+        "name: x\nlow: .nan": (2, "finite"),
+        "seed: " + "9" * 30: (1, "must lie within"),
+        "deep: " + "[" * 300 + "]" * 300: (1, "nested more than"),
+    }
+    for text, (line, fragment) in cases.items():
+        response = api.post("/dashboard/spec", content=text, headers=TEXT)
+        assert response.status_code == 422, (text[:40], response.text)
+        (problem, *_) = response.json()["detail"]
+        assert fragment in problem["msg"] and problem["line"] == line, (text[:40], problem)
+        assert len(response.content) < 2000
