@@ -138,7 +138,9 @@ async def top_folds(
 async def curves(
     study_id: StudyId,
     reads: ReadsDep,
-    metric: Annotated[str | None, Query(max_length=200)] = None,
+    metric: Annotated[
+        str | None, Query(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")
+    ] = None,
     after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
 ) -> Response:
     """Learning curves of the running trials, one row per epoch, newer than epoch row ``after``."""
