@@ -16,6 +16,9 @@ from foldwise.space import Param
 from foldwise.spec import Direction
 from optimizers.sampling import config_key
 
+MAX_BUDGET = 1_000_000
+"""Largest trial budget an optimizer plans for (a study's own limit is lower)."""
+
 
 @dataclass(frozen=True)
 class Observation:
@@ -67,7 +70,9 @@ class BaseOptimizer(ABC):
         self.space = dict(space)
         self.direction = Direction(direction)
         self.seed = int(seed)
-        self.budget = None if budget is None else int_option("budget", budget, minimum=1)
+        self.budget = (
+            None if budget is None else int_option("budget", budget, minimum=1, maximum=MAX_BUDGET)
+        )
         """The study's trial budget, when it has one: optimizers may plan by it."""
         self.completed: list[Observation] = []
         self.pending: list[dict[str, Any]] = []
@@ -134,10 +139,14 @@ def check_count(count: int) -> int:
     return int(count)
 
 
-def int_option(name: str, value: Any, *, minimum: int) -> int:
-    """Validate an integer option (bools and floats are refused)."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ValueError(f"option {name} must be an integer >= {minimum}, got {value!r}")
+def int_option(name: str, value: Any, *, minimum: int, maximum: int) -> int:
+    """Validate an integer option inside ``[minimum, maximum]`` (bools and floats are refused);
+    the maximum keeps a study that was accepted runnable (no fit or population too large to
+    compute or hold)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ValueError(f"option {name} must be an integer, got {value!r}")
+    if not minimum <= value <= maximum:
+        raise ValueError(f"option {name} must lie in [{minimum}, {maximum}], got {value!r}")
     return int(value)
 
 

@@ -51,12 +51,12 @@ class EvolutionOptimizer(BaseOptimizer):
         **unknown: Any,
     ) -> None:
         super().configure(**unknown)
-        self.population = int_option("population", population, minimum=2)
+        self.population = int_option("population", population, minimum=2, maximum=10_000)
         fraction = float_option("elite_fraction", elite_fraction, minimum=0.0, maximum=0.5)
         self.elites = elite_count(self.population, fraction)
-        self.generations = (
-            None if generations is None else int_option("generations", generations, minimum=2)
-        )
+        self.generations: int | None = None
+        if generations is not None:
+            self.generations = int_option("generations", generations, minimum=2, maximum=10**6)
         self.encoding = SpaceEncoding(self.space)
         names = self.encoding.names
         self._numeric = np.array([name in self.encoding.scales for name in names])

@@ -56,6 +56,8 @@ from optimizers.sampling import config_key, sample_unique, sobol_unique
 
 FIT_POINTS = 100
 """Hyperparameters are fitted on at most this many points, then polished on all of them."""
+MAX_POINTS = 5000
+"""Largest ``max_points``: the fit costs the cube of the points it keeps."""
 MAX_ITERATIONS = 100
 POLISH_ITERATIONS = 5
 ANCHORS = 5
@@ -99,14 +101,16 @@ class GPOptimizer(BaseOptimizer):
         **unknown: Any,
     ) -> None:
         super().configure(**unknown)
-        self.n_initial = int_option("n_initial", n_initial, minimum=1)
+        self.n_initial = int_option("n_initial", n_initial, minimum=1, maximum=10_000)
         self.xi = float_option("xi", xi, minimum=0.0)
         self.liar = choice_option("liar", liar, LIARS)
         self.acquisition = choice_option("acquisition", acquisition, ACQUISITIONS)
         self.initial = choice_option("initial", initial, ("sobol", "random"))
-        self.candidates = int_option("candidates", candidates, minimum=10)
-        self.restarts = int_option("restarts", restarts, minimum=0)
-        self.max_points = int_option("max_points", max_points, minimum=FIT_POINTS)
+        self.candidates = int_option("candidates", candidates, minimum=10, maximum=100_000)
+        self.restarts = int_option("restarts", restarts, minimum=0, maximum=50)
+        self.max_points = int_option(
+            "max_points", max_points, minimum=FIT_POINTS, maximum=MAX_POINTS
+        )
         self.warp = choice_option("warp", warp, WARPS)
         self.prior = choice_option("prior", prior, tuple(PRIORS))
         self.encoding = SpaceEncoding(self.space)

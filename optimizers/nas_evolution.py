@@ -43,9 +43,9 @@ class NASEvolutionOptimizer(BaseOptimizer):
         super().configure(**unknown)
         default = 20 if self.budget is None else min(50, max(5, self.budget // 4))
         population = default if population is None else population
-        self.population = int_option("population", population, minimum=2)
+        self.population = int_option("population", population, minimum=2, maximum=10_000)
         size = max(2, self.population // 4) if sample_size is None else sample_size
-        self.sample_size = int_option("sample_size", size, minimum=1)
+        self.sample_size = int_option("sample_size", size, minimum=1, maximum=10_000)
         if self.sample_size > self.population:
             raise ValueError("option sample_size must not exceed population")
         self.numeric_step = float_option("numeric_step", numeric_step, minimum=1e-3, maximum=1)

@@ -51,6 +51,10 @@ def test_seed_defaults_the_optimizer_seed(api: TestClient) -> None:
             {"optimizer": {"name": "random", "options": {"bogus": 1}}},
             ["body", "optimizer", "options"],
         ),
+        (  # accepted, it would hang the scheduler at its first model-based suggestion
+            {"optimizer": {"name": "gp", "options": {"candidates": 10**18}}},
+            ["body", "optimizer", "options"],
+        ),
     ],
 )
 def test_bad_spec_is_a_422_naming_the_field(

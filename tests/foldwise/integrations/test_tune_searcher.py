@@ -204,7 +204,7 @@ def test_metric_and_mode_are_needed() -> None:
     [
         ({"optimizer": "tpe"}, "unknown optimizer 'tpe'"),
         ({"mode": "maximize"}, "mode must be 'min' or 'max'"),
-        ({"options": {"n_initial": 0}}, "option n_initial must be an integer >= 1"),
+        ({"options": {"n_initial": 0}}, r"option n_initial must lie in \[1, 10000\], got 0"),
         ({"options": {"population": 5}}, "unknown options for GPOptimizer"),
         ({"space": {"lr": {"type": "float", "low": 1, "high": 0}}}, "lr.float"),
     ],
