@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from trainers.task import BUILTIN_TASKS, TaskNotFound, resolve_task
+from trainers.task import BUILTIN_TASKS, KINDS, TaskNotFound, resolve_task
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DESCRIBE_TIMEOUT_S = 60.0
@@ -83,4 +83,7 @@ def describe_in_subprocess(name: str, timeout: float = DESCRIBE_TIMEOUT_S) -> st
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines() or ["it could not be loaded"]
         raise TaskNotFound(lines[-1].removeprefix("trainers.task.TaskNotFound: "))
-    return done.stdout.strip().splitlines()[-1]
+    said = done.stdout.strip().splitlines()
+    if not said or said[-1] not in KINDS:  # its code ended the process before the answer
+        raise TaskNotFound(f"task {name!r}: loading it ended the process without an answer")
+    return said[-1]

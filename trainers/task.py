@@ -39,9 +39,11 @@ class Task:
     def __init__(self, name: str, obj: Any) -> None:
         self.name = name
         self._obj = obj
-        self.kind: str = getattr(obj, "kind", "classification")
-        if self.kind not in KINDS:
-            raise TaskNotFound(f"task {name!r}: kind must be one of {KINDS}, got {self.kind!r}")
+        kind = getattr(obj, "kind", "classification")
+        if not isinstance(kind, str) or kind not in KINDS:
+            raise TaskNotFound(f"task {name!r}: kind must be one of {KINDS}, got {kind!r}")
+        # our own string, never the task's object: a probe sends it to the service's process
+        self.kind: str = KINDS[KINDS.index(kind)]
 
     def load_data(self, options: dict[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The whole training set as numpy arrays; foldwise makes the folds."""

@@ -8,20 +8,32 @@ from trainers.task import TaskNotFound
 
 
 @ray.remote(num_cpus=0, max_retries=0)
-def describe_task(name: str) -> str:
-    """The kind of task ``name`` (imports and, for a class, constructs the user's code)."""
+def describe_task(name: str) -> tuple[str, str]:
+    """("kind", kind) of task ``name``, or ("error", why it cannot be loaded); imports and, for
+    a class, constructs the user's code. Only plain strings go back: an exception of the user's
+    own class would be unpickled, its module imported, in the service's process."""
     from trainers.task import resolve_task
 
-    return resolve_task(name).kind
+    try:
+        return "kind", resolve_task(name).kind  # one of trainers.task.KINDS, ours
+    except BaseException as exc:  # any failure of the user's code: its reason, as text
+        try:
+            lines = str(exc).strip().splitlines()
+        except BaseException:  # its __str__ failed too
+            lines = []
+        return "error", lines[-1] if lines else f"task {name!r} could not be loaded"
 
 
 def describe_remotely(name: str, timeout: float) -> str:
     """``describe_task`` on a worker, waited for at most ``timeout`` seconds; ``TaskNotFound``
     with the worker's reason when the task cannot be loaded there."""
     try:
-        return ray.get(describe_task.remote(name), timeout=timeout)
+        outcome, text = ray.get(describe_task.remote(name), timeout=timeout)
     except ray.exceptions.GetTimeoutError as exc:
         raise TaskNotFound(f"task {name!r}: loading it took more than {timeout:g} s") from exc
-    except ray.exceptions.RayTaskError as exc:
-        cause = exc.cause if isinstance(exc.cause, BaseException) else exc
-        raise TaskNotFound(str(cause).strip().splitlines()[-1]) from exc
+    except ray.exceptions.RayError as exc:  # the worker died (the task's code exited, say)
+        why = type(exc).__name__
+        raise TaskNotFound(f"task {name!r}: the worker loading it failed ({why})") from exc
+    if outcome != "kind":
+        raise TaskNotFound(text)
+    return text

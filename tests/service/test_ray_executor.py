@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import io
 import socket
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,9 +21,11 @@ from service.artifact_store import ArtifactStore
 from service.executor import FoldFailed, FoldRunStats, RayExecutor, ray_executor
 from service.executor.pool import WorkerGroup
 from service.executor.ray_executor import fold_failure
+from service.executor.task_probe import describe_remotely
 from trainers.checkpoint import MODEL_FILE
 from trainers.fold_runner import TrainingDiverged
 from trainers.job import FoldJob
+from trainers.task import TaskNotFound
 
 CPUS = 0.5
 WARM_RUNS = 30
@@ -178,6 +181,28 @@ def test_a_warm_group_runs_fold_after_fold_without_hanging(runner, executor) -> 
 
     group, runs = runner.run(scenario())
     assert group in executor.pool.idle_groups and group.runs == runs + WARM_RUNS
+
+
+class _ImportRecorder:
+    """A finder that notes every attempt to import a module of ``tests.untrusted``."""
+
+    def __init__(self) -> None:
+        self.attempts: list[str] = []
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
+        if fullname.startswith("tests.untrusted"):
+            self.attempts.append(fullname)
+
+
+@pytest.mark.slow
+def test_a_task_is_described_in_a_worker_and_only_text_comes_back(executor, monkeypatch) -> None:
+    # a worker's exception of the task's own class, unpickled here, would import its module
+    recorder = _ImportRecorder()
+    monkeypatch.setattr(sys, "meta_path", [recorder, *sys.meta_path])
+    with pytest.raises(TaskNotFound, match="own_error refuses to say its kind"):
+        describe_remotely("tests.untrusted.own_error:Task", 60)
+    assert describe_remotely("tests.untrusted.side_effect", 60) == "classification"
+    assert recorder.attempts == []
 
 
 @pytest.mark.slow

@@ -80,3 +80,13 @@ def test_the_metric_check_knows_a_user_tasks_kind(database_url: str) -> None:
         response = api.post("/studies", json=spec)
     assert response.status_code == 422
     assert "(classification) reports" in response.json()["detail"][0]["msg"]
+
+
+def test_a_task_that_ends_the_process_loading_it_is_a_422(database_url: str) -> None:
+    with signed_in_client(database_url, task_modules=["tests.untrusted"]) as api:
+        response = api.post("/studies", json=_task_spec("tests.untrusted.exits:task"))
+        count = api.get("/studies").json()["count"]
+    assert response.status_code == 422, response.text
+    [error] = response.json()["detail"]
+    assert error["loc"] == ["body", "trainer", "task"] and "without an answer" in error["msg"]
+    assert count == 0
