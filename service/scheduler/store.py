@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -147,23 +147,41 @@ class SchedulerStore:
         return await self._write(study_id, work)
 
     async def finish_trial(
-        self, study_id: int, trial_id: int, status: TrialStatus, **fields: Any
-    ) -> None:
-        """Record how the trial ended; any of its fold runs still open are closed with it."""
+        self,
+        study_id: int,
+        trial_id: int,
+        status: TrialStatus,
+        *,
+        seen: Collection[int] | None = None,
+        **fields: Any,
+    ) -> dict[int, float]:
+        """Record how the trial ended; any of its fold runs still open are closed with it.
 
-        def work(session: Session) -> int | None:
+        ``seen``: the folds whose values the ending was decided on (a racing verdict). When
+        the trial has a completed fold beyond them (it finished while the verdict was taken),
+        nothing is recorded and that fold's value comes back, for a new verdict: every verdict
+        stored follows from all the fold values stored before it. Returns {} once recorded.
+        """
+
+        def work(session: Session) -> tuple[int | None, dict[int, float]]:
             trial = session.get(TrialRow, trial_id)
             if trial is None:  # deleted with its study while the trial was ending
-                return None
+                return None, {}
+            if seen is not None:
+                completed = fold_repo.completed_fold_values(session, trial_id)
+                unseen = {fold: v for fold, v in completed.items() if fold not in seen}
+                if unseen:
+                    return None, unseen
             trial_repo.finish_trial(session, trial, status, **fields)
             fold_repo.close_open_fold_runs(session, [trial_id])
-            return trial.number
+            return trial.number, {}
 
-        number = await self._write(study_id, work)
+        number, unseen = await self._write(study_id, work)
         if number is not None:
             TRIALS_ENDED.labels(status.value).inc()
             outcome = fields.get("error") or f"value {fields.get('value')}"
             log.info("study %s trial %s %s: %s", study_id, number, status, outcome)
+        return unseen
 
     async def finish_study(
         self, study_id: int, status: StudyStatus, error: str | None = None

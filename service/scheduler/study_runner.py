@@ -268,8 +268,7 @@ class StudyRunner:
             trial.values[outcome.fold] = outcome.value
             await self._judge(trial)
         elif outcome.status is FoldStatus.PRUNED and outcome.value is not None:
-            values = [*trial.values.values(), outcome.value]
-            await self._prune(trial, values, outcome.reason or "pruned")
+            await self._prune(trial, outcome.reason or "pruned", stopped_at=outcome.value)
         else:  # only a trial that ended stops its folds: never run this one again
             error = f"fold {outcome.fold} ended {outcome.status} while its trial still ran"
             log.error("study %s trial %s: %s", self.study_id, trial.handle.number, error)
@@ -301,7 +300,7 @@ class StudyRunner:
             maximize=spec.objective.direction.value == "maximize",
         )
         if reason is not None:
-            await self._prune(trial, [trial.values[k] for k in sorted(trial.values)], reason)
+            await self._prune(trial, reason)
 
     async def _new_incumbent(self) -> None:
         """Read the incumbent again after a trial completed; trials in flight that are now
@@ -313,29 +312,53 @@ class StudyRunner:
         for trial in list(self.trials.values()):
             await self._judge(trial)
 
-    async def _prune(self, trial: TrialProgress, values: list[float], reason: str) -> None:
-        """Store ``trial`` as pruned with the mean of ``values``, the folds it ran."""
+    async def _prune(
+        self, trial: TrialProgress, reason: str, *, stopped_at: float | None = None
+    ) -> None:
+        """Store ``trial`` as pruned for ``reason`` with the mean of its finished folds' values
+        and ``stopped_at``, the value of a fold the pruning rule stopped. When another of its
+        folds finished while the verdict was taken (stored, not yet reaped here), the racing
+        verdict is taken again with it; a pruned fold's trial is pruned with it counted."""
+        values = [trial.values[k] for k in sorted(trial.values)]
+        if stopped_at is not None:
+            values.append(stopped_at)
         spread = None
         if self.incumbent is not None and len(self.incumbent.values) >= 2:
             spread = statistics.stdev(self.incumbent.values.values())
-        await self._end_trial(
+        unseen = await self._end_trial(
             trial,
             TrialStatus.PRUNED,
+            seen=set(trial.values),
             value=statistics.fmean(values),
             std_error=partial_std_error(values, spread),
             value_folds=len(values),
             pruned_reason=reason,
         )
+        if unseen:
+            trial.values.update(unseen)
+            if stopped_at is None:
+                await self._judge(trial)
+            else:
+                await self._prune(trial, reason, stopped_at=stopped_at)
 
-    async def _end_trial(self, trial: TrialProgress, status: TrialStatus, **fields) -> None:
+    async def _end_trial(
+        self, trial: TrialProgress, status: TrialStatus, *, seen: set[int] | None = None, **fields
+    ) -> dict[int, float]:
         """Record how ``trial`` ended and stop its folds still running (their slots free up
-        after the epoch they are in)."""
-        if self.trials.pop(trial.handle.id, None) is None:
-            return
-        await self.store.finish_trial(self.study_id, trial.handle.id, status, **fields)
+        after the epoch they are in). With ``seen``, the folds a verdict used, nothing is
+        recorded if the store holds a completed fold beyond them: its value comes back."""
+        if trial.handle.id not in self.trials:
+            return {}
+        unseen = await self.store.finish_trial(
+            self.study_id, trial.handle.id, status, seen=seen, **fields
+        )
+        if unseen:
+            return unseen
+        del self.trials[trial.handle.id]
         why = fields.get("pruned_reason") or fields.get("error") or f"the trial {status}"
         for fold_task in trial.running.values():
             fold_task.stop(f"trial {trial.handle.number} ended first ({status}): {why}")
+        return {}
 
     def _meter(self) -> None:
         busy, idle = self.meter.update(len(self.folds))

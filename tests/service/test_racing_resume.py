@@ -15,8 +15,10 @@ from service.db import trials as trial_repo
 from service.db.engine import SessionRunner
 from service.db.models import TrialRow
 from service.executor import RayExecutor
+from service.scheduler.fold_task import StudyContext
 from service.scheduler.store import SchedulerStore
 from service.scheduler.study_runner import StudyRunner
+from service.scheduler.trial_progress import TrialProgress
 from tests.service.study_specs import study_spec
 
 INCUMBENT = [0.30, 0.32, 0.40]  # fold values of the completed trial 0
@@ -87,6 +89,36 @@ def test_a_resumed_trial_whose_folds_all_finished_completes_without_running_anyt
     assert trial.status is TrialStatus.COMPLETED and trial.value_folds == 3
     assert trial.value == pytest.approx(0.35)
     assert all(f.status is not FoldStatus.RUNNING for f in trial.fold_runs)
+
+
+def test_a_verdict_taken_while_another_fold_finished_is_taken_again_with_it(db) -> None:
+    # Fold 1 of trial 1 is stored as completed, but the runner has not reaped its task yet: the
+    # verdict on fold 0 alone (clearly worse) must not be stored, as it would not follow from
+    # the stored values; on both folds the trial is better than the incumbent and goes on.
+    study_id = _stored_study(db, [0.45, 0.0])
+    store = SchedulerStore(db)
+    runner = StudyRunner(study_id, store, RayExecutor(), poll_seconds=0.05)
+
+    async def judge_on_fold_0() -> TrialProgress:
+        start = await store.begin_study(study_id)
+        spec = StudySpec.model_validate(start.spec)
+        runner.context = StudyContext(spec, study_id, store, runner.executor)
+        runner.incumbent = await store.incumbent(study_id)
+        (handle,) = start.unfinished
+        trial = runner.trials[handle.id] = TrialProgress(handle, {0: 0.45})
+        await runner._judge(trial)
+        return trial
+
+    trial = asyncio.run(judge_on_fold_0())
+    assert runner.trials == {trial.handle.id: trial} and trial.values == {0: 0.45, 1: 0.0}
+
+    def work(session) -> TrialRow:
+        row = trial_repo.get_trial(session, study_id, 1)
+        session.expunge_all()
+        return row
+
+    stored = db._read(work)
+    assert stored.status is not TrialStatus.PRUNED and stored.value_folds is None
 
 
 def test_pruning_references_are_read_from_the_stored_ended_runs(db) -> None:
