@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 import yaml
-from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 
 class Loader(yaml.SafeLoader):
@@ -55,6 +55,7 @@ def parse_spec_text(text: str, source: str = "the spec") -> tuple[Any, dict[str,
         if root is None:
             return None, {}
         _check_size(root, source)
+        _check_keys(root, source)
         document = loader.construct_document(root)
         _walk(root, (), lines)
     except SpecTextError:
@@ -108,17 +109,7 @@ def _value_error(
 
 def _scalars(root: Node) -> list[Node]:
     """Every scalar node of the graph, in document order (each shared node once)."""
-    found, seen, stack = [], set(), [root]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        children = _children(node)
-        if not children and not isinstance(node, MappingNode | SequenceNode):
-            found.append(node)
-        stack.extend(reversed(children))
-    return found
+    return [node for node in _nodes(root) if not isinstance(node, MappingNode | SequenceNode)]
 
 
 def _character_error(exc: yaml.reader.ReaderError, text: str, source: str) -> SpecTextError:
@@ -161,6 +152,37 @@ def _check_size(root: Node, source: str) -> None:
         open_nodes.add(key)
         stack.append((node, True))
         stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
+
+
+def _check_keys(root: Node, source: str) -> None:
+    """Refuse a mapping that gives a key twice: YAML forbids it and PyYAML would keep the last
+    silently (a key given again over a ``<<`` merge is an override, and allowed)."""
+    for node in _nodes(root):
+        if not isinstance(node, MappingNode):
+            continue
+        seen: set[tuple[str, str]] = set()
+        for key, _value in node.value:
+            if not isinstance(key, ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+                continue
+            if (key.tag, key.value) in seen:
+                raise SpecTextError(
+                    f"cannot parse {source}: line {key.start_mark.line + 1}: "
+                    f"the key {key.value[:40]!r} is given twice",
+                    key.start_mark.line + 1,
+                )
+            seen.add((key.tag, key.value))
+
+
+def _nodes(root: Node) -> list[Node]:
+    """Every node of the graph, in document order (each shared node once)."""
+    found, seen, stack = [], set(), [root]
+    while stack:
+        node = stack.pop()
+        if id(node) not in seen:
+            seen.add(id(node))
+            found.append(node)
+            stack.extend(reversed(_children(node)))
+    return found
 
 
 def _children(node: Node) -> list[Node]:

@@ -15,6 +15,7 @@ from foldwise.json_values import find_unsafe
 from foldwise.spec_text import SpecTextError, parse_spec_text
 from service.api.auth import Principal, get_principal
 from service.api.deps import StudyId, TrialNumber
+from service.api.strict_json import StrictJSONRoute
 from service.dashboard.sign_in import SignedInDep
 
 HERE = Path(__file__).parent
@@ -34,6 +35,7 @@ router = APIRouter(
     tags=["dashboard"],
     include_in_schema=False,
     max_body_size=MAX_SPEC_TEXT_BYTES,
+    route_class=StrictJSONRoute,
 )
 
 

@@ -24,11 +24,12 @@ from service.api.auth import (
     check_token,
 )
 from service.api.deps import DbDep
+from service.api.strict_json import StrictJSONRoute
 
 SESSION_SECONDS = 7 * 24 * 3600
 SIGN_IN = "/dashboard/sign-in"
 
-router = APIRouter(prefix="/dashboard", include_in_schema=False)
+router = APIRouter(prefix="/dashboard", include_in_schema=False, route_class=StrictJSONRoute)
 
 
 class SignIn(BaseModel):

@@ -90,3 +90,22 @@ def test_unprintable_characters_are_placed_by_line_and_column_in_the_source() ->
 def test_exponents_without_a_dot_are_numbers_as_in_json() -> None:
     document, _ = parse_spec_text("low: 1e-4\nhigh: 3E2\nname: 1e-4x\nplain: 1.5\n")
     assert document == {"low": 1e-4, "high": 300.0, "name": "1e-4x", "plain": 1.5}
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("name: a\nbudget: {trials: 3}\nname: b\n", 3),
+        ('{\n  "space": {\n    "lr": {"low": 1, "low": 2}\n  }\n}', 3),
+        ("base: &b {x: 1}\nuse:\n  - {y: 1, y: 2}\n", 3),
+    ],
+)
+def test_a_key_given_twice_is_refused_at_its_second_line(text: str, line: int) -> None:
+    with pytest.raises(SpecTextError) as info:
+        parse_spec_text(text, "twice.yaml")
+    assert info.value.line == line and "is given twice" in str(info.value)
+
+
+def test_a_key_given_again_over_a_merge_overrides_it() -> None:
+    document, _ = parse_spec_text("base: &b {x: 1, y: 2}\nuse:\n  <<: *b\n  x: 5\n")
+    assert document["use"] == {"x": 5, "y": 2}

@@ -11,9 +11,11 @@ import json
 from typing import Any
 
 import pytest
+from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
 from foldwise.limits import MAX_PARAMS
+from service.api.strict_json import StrictJSONRoute
 from tests.service.study_specs import study_spec
 
 JSON = {"content-type": "application/json"}
@@ -114,6 +116,35 @@ def test_odd_keys_are_refused_where_they_are(api: TestClient) -> None:
     spec = study_spec()
     spec["space"]["bad name"] = spec["space"].pop("act")
     _assert_refused(api.post("/studies", json=spec), ["space", "bad name"], api)
+
+
+@pytest.mark.parametrize(
+    ("field", "raw"),
+    [
+        (("name",), '"a", "name": "b"'),  # the same key twice: which one meant is unknowable
+        (("space", "lr", "low"), '1e-4, "low": 0.5'),
+        (("trainer", "options", "k"), '1, "k": 2'),
+        (("trainer", "options", "k"), '1, "pad": "' + "x" * 100_000 + '", "k": 2'),  # 100 kB
+        (("seed",), "9" * 5000),  # an integer longer than Python reads (a 400 naming nothing)
+        (("trainer", "options", "n"), "-" + "1" * 4301),
+    ],
+)
+def test_repeated_keys_and_endless_integers_are_refused_where_they_are(
+    api: TestClient, field: tuple[str, ...], raw: str
+) -> None:
+    body = json.dumps(_with(field, MARK)).replace(str(MARK), raw)
+    _assert_refused(_post_raw(api, body), list(field), api)
+
+
+def test_repeated_keys_are_refused_in_every_json_body(api: TestClient) -> None:
+    session = api.post("/dashboard/session", content=b'{"token": "a", "token": "b"}', headers=JSON)
+    assert session.status_code == 422 and session.json()["detail"][0]["loc"] == ["body", "token"]
+    routers = [getattr(route, "original_router", None) for route in api.app.router.routes]
+    routes = [route for router in routers if router is not None for route in router.routes]
+    read_bodies = [r for r in routes if isinstance(r, APIRoute) and r.body_field is not None]
+    assert {r.path for r in read_bodies} >= {"/studies", "/dashboard/session"}
+    for route in read_bodies:  # each reads its body strictly, those added later too
+        assert isinstance(route, StrictJSONRoute), route.path
 
 
 @pytest.mark.parametrize(

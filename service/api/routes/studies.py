@@ -24,11 +24,12 @@ from service.api.deps import (
     study_or_404,
 )
 from service.api.errors import documented
+from service.api.strict_json import StrictJSONRoute
 from service.db import studies as study_repo
 from service.spec_checks import check_runnable
 from service.warm_start import plan_warm_start, seed_study
 
-router = APIRouter(prefix="/studies", tags=["studies"])
+router = APIRouter(prefix="/studies", tags=["studies"], route_class=StrictJSONRoute)
 
 SPEC_EXAMPLES = {
     "quick": {"summary": "Two trials of a digits MLP, in seconds", "value": EXAMPLE_SPEC}

@@ -1,0 +1,114 @@
+"""JSON request bodies read strictly: a key given twice in one object, or an integer longer than
+Python reads, is a 422 naming where it is.
+
+Starlette's ``json.loads`` keeps the last of two equal keys, so ``{"name": "a", "name": "b"}``
+meant whatever this parser chose while a proxy or a client library in front might have read the
+first; and an integer of more than ``sys.get_int_max_str_digits()`` digits raised a ValueError
+that FastAPI answered with a 400 naming nothing. ``StrictJSONRoute`` (every router's route
+class) hands its handler a request whose ``json()`` refuses both.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import anyio
+from fastapi import HTTPException, Request, Response, status
+from fastapi.routing import APIRoute
+
+from service.api.errors import compact_error
+
+INLINE_PARSE_BYTES = 64 * 1024
+"""Bodies up to this size are parsed on the event loop (a spec is a few kB); larger ones in a
+worker thread, so a body near the limit does not hold every other request up."""
+
+
+class _LongInt:
+    """Stands in for an integer too long to read, until the parse ends and its place is known."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def parse_json_body(body: bytes) -> Any:
+    """``body`` as JSON; ``HTTPException`` 422, in the shape of a validation error, at the
+    first key repeated in an object or integer too long to read."""
+    repeated: list[tuple[dict[str, Any], str]] = []
+    long_ints: list[_LongInt] = []
+
+    def read_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(obj) < len(pairs):  # rare: find the first key seen twice
+            seen: set[str] = set()
+            repeated.append((obj, next(k for k, _v in pairs if k in seen or seen.add(k))))
+        return obj
+
+    def read_int(text: str) -> int | _LongInt:
+        digits = len(text.lstrip("-"))
+        if digits > sys.get_int_max_str_digits():
+            long_ints.append(_LongInt(digits))
+            return long_ints[-1]
+        return int(text)
+
+    try:
+        value = json.loads(body, object_pairs_hook=read_object)
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # integers are read by the fast path until one is too long
+        if "digits" not in str(exc):
+            raise
+        value = json.loads(body, object_pairs_hook=read_object, parse_int=read_int)
+    if repeated:
+        obj, key = repeated[0]
+        path = [*_path_to(value, lambda node: node is obj), key]
+        raise _unprocessable("json_duplicate_key", path, f"the key {key!r} is given twice")
+    if long_ints:
+        path = _path_to(value, lambda node: node is long_ints[0])
+        message = f"an integer of {long_ints[0].digits} digits is longer than any value allowed"
+        raise _unprocessable("int_parsing_size", path, message)
+    return value
+
+
+def _path_to(root: Any, found: Callable[[Any], bool]) -> list[str | int]:
+    """Keys and indexes from ``root`` to the first node ``found`` picks (depth first)."""
+    stack: list[tuple[Any, list[str | int]]] = [(root, [])]
+    while stack:
+        node, path = stack.pop()
+        if found(node):
+            return path
+        if isinstance(node, dict):
+            stack += [(v, [*path, k]) for k, v in reversed(node.items())]
+        elif isinstance(node, list):
+            stack += [(v, [*path, i]) for i, v in reversed(list(enumerate(node)))]
+    raise AssertionError("the node recorded while parsing is in the parsed value")
+
+
+def _unprocessable(kind: str, path: list[str | int], message: str) -> HTTPException:
+    error = compact_error({"type": kind, "loc": ["body", *path], "msg": message})
+    return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=[error])
+
+
+class StrictJSONRequest(Request):
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            body = await self.body()
+            if len(body) <= INLINE_PARSE_BYTES:
+                self._json = parse_json_body(body)
+            else:  # tens of milliseconds near the body limit: off the event loop
+                self._json = await anyio.to_thread.run_sync(parse_json_body, body)
+        return self._json
+
+
+class StrictJSONRoute(APIRoute):
+    """A route whose JSON body is read by ``parse_json_body``."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def strict_handler(request: Request) -> Response:
+            return await handler(StrictJSONRequest(request.scope, request.receive))
+
+        return strict_handler
