@@ -196,7 +196,6 @@ def run_load(args: argparse.Namespace, label: str, root: Path, backend: str) -> 
             Path(tmp) / "service.log",
             ray_num_cpus=args.ray_cpus,
             root=root,
-            admin_token=root == ROOT,  # an older checkout has its own schema and no tokens
         ).start()
         try:
             with service.http(timeout=30) as client:

@@ -68,9 +68,10 @@ class LiveService:
 
     ``root`` is the source tree to serve (another checkout of foldwise, for before-and-after
     benchmarks); ``env`` adds or overrides ``FOLDWISE_*`` settings. Before it starts, the
-    database is brought to the current schema and given an admin token (``token``), which
-    ``headers``, ``sdk()`` and ``cli_env`` carry; ``admin_token=False`` skips both (an older
-    checkout has its own schema and no tokens). ``cwd`` is where it runs (``root`` by default).
+    database is brought to ``root``'s schema and given an admin token (``token``) by ``root``'s
+    own code, which ``headers``, ``sdk()`` and ``cli_env`` carry (none for a revision from
+    before tokens); ``admin_token=False`` skips both. ``cwd`` is where it runs (``root`` by
+    default).
     """
 
     def __init__(
@@ -101,7 +102,8 @@ class LiveService:
             **(env or {}),
         }
         self.process: subprocess.Popen[bytes] | None = None
-        self.token = _admin_token(database_url, f"admin-{self.port}") if admin_token else ""
+        name = f"admin-{self.port}"
+        self.token = _admin_token(database_url, name, root, self.env) if admin_token else ""
 
     @property
     def headers(self) -> dict[str, str]:
@@ -179,11 +181,35 @@ class LiveService:
         return self.log_path.read_text(errors="replace")[-tail:]
 
 
-def _admin_token(database_url: str, name: str) -> str:
-    """An admin token in a database brought to the current schema first."""
-    from foldwise.schemas import Role
-    from service.db.schema import upgrade_database
-    from service.token_admin import create_token
+def _admin_token(database_url: str, name: str, root: Path, env: dict[str, str]) -> str:
+    """An admin token in a database brought to ``root``'s schema first, made by ``root``'s code
+    (another checkout's schema and token table may differ from this one's); "" for a revision
+    from before tokens."""
+    if root == ROOT:
+        from foldwise.schemas import Role
+        from service.db.schema import upgrade_database
+        from service.token_admin import create_token
 
-    upgrade_database(database_url)
-    return create_token(database_url, name, Role.ADMIN)
+        upgrade_database(database_url)
+        return create_token(database_url, name, Role.ADMIN)
+    script = (
+        "import sys\n"
+        "try:\n"
+        "    from service.token_admin import create_token\n"
+        "except ImportError:\n"
+        "    sys.exit(0)\n"
+        "from foldwise.schemas import Role\n"
+        "from service.db.schema import upgrade_database\n"
+        "upgrade_database(sys.argv[1])\n"
+        "print(create_token(sys.argv[1], sys.argv[2], Role.ADMIN))\n"
+    )
+    made = subprocess.run(
+        [sys.executable, "-c", script, database_url, name],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return made.stdout.strip()
