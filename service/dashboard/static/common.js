@@ -30,11 +30,23 @@ export async function api(path, options = {}) {
   return body;
 }
 
-/** Sign out: the session's cookies go, and the sign-in page comes. */
-export async function signOut() {
+/** Sign out: the session's cookies go, and the sign-in page comes. A request that got no answer
+ * (a dropped connection) is sent again; if none is answered, the button says so, as the session
+ * is still open. */
+export async function signOut(event) {
+  const button = event?.currentTarget; // gone from the event once it has been dispatched
   signingOut = true;
-  await fetch("/dashboard/session", { method: "DELETE" });
-  location.assign("/dashboard/sign-in");
+  for (let attempt = 0; attempt < 3; attempt += 1) {
+    try {
+      await fetch("/dashboard/session", { method: "DELETE" });
+      location.assign("/dashboard/sign-in");
+      return;
+    } catch {
+      // no answer: ask again
+    }
+  }
+  signingOut = false;
+  if (button) button.textContent = "Sign out (the service did not answer: try again)";
 }
 
 /** An element with attributes (class, text, href, …) and children. */

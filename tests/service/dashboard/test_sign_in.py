@@ -59,3 +59,33 @@ def test_a_viewer_who_presses_stop_is_told_why_and_nothing_stops(
     fresh_page.wait_for_selector("#study-error .callout:has-text('it only reads')")
     assert fresh_page.locator("#stop").is_enabled()
     assert fresh_page.locator("#study-status .badge.running").count() == 1
+
+
+def test_sign_out_asks_again_when_a_request_got_no_answer(fresh_page, dashboard) -> None:
+    page, dropped = fresh_page, []
+    sign_in(page.context, dashboard.url, dashboard.token)
+    open_ready(page, "/dashboard")
+
+    def drop_the_first(route) -> None:  # the connection closes before any answer
+        if not dropped:
+            dropped.append(route.request.method)
+            route.abort("connectionreset")
+        else:
+            route.continue_()
+
+    page.route("**/dashboard/session", drop_the_first)
+    page.click("#sign-out")
+    page.wait_for_url("**/dashboard/sign-in")
+    assert dropped == ["DELETE"]
+    assert "foldwise_token" not in {c["name"] for c in page.context.cookies()}
+
+
+def test_sign_out_that_never_gets_an_answer_says_so_and_stays(fresh_page, dashboard) -> None:
+    page = fresh_page
+    sign_in(page.context, dashboard.url, dashboard.token)
+    open_ready(page, "/dashboard")
+    page.route("**/dashboard/session", lambda route: route.abort("connectionreset"))
+    page.click("#sign-out")
+    page.wait_for_selector("#sign-out:has-text('did not answer')")
+    assert page.url.endswith("/dashboard")  # not the sign-in page: the session is still open
+    assert "foldwise_token" in {c["name"] for c in page.context.cookies()}
