@@ -4,8 +4,8 @@ Python reads, is a 422 naming where it is.
 Starlette's ``json.loads`` keeps the last of two equal keys, so ``{"name": "a", "name": "b"}``
 meant whatever this parser chose while a proxy or a client library in front might have read the
 first; and an integer of more than ``sys.get_int_max_str_digits()`` digits raised a ValueError
-that FastAPI answered with a 400 naming nothing. ``StrictJSONRoute`` (every router's route
-class) hands its handler a request whose ``json()`` refuses both.
+that FastAPI answered with a 400 naming nothing. ``StrictJSONRoute``, the route class of every
+router with a route that takes a body, hands its handler a request whose ``json()`` refuses both.
 """
 
 from __future__ import annotations
