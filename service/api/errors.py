@@ -59,14 +59,33 @@ def compact_error(error: dict[str, Any]) -> dict[str, Any]:
     }
     if "input" in error:
         out["input"] = summarize(error["input"])
-    ctx = jsonable_encoder(error.get("ctx"), custom_encoder={Exception: str})
+    ctx = jsonable_encoder(_as_text(error.get("ctx")), custom_encoder={Exception: str})
     if ctx and len(json.dumps(ctx, default=str)) <= MAX_ECHO:
         out["ctx"] = ctx
-    return out
+    return _as_text(out)
+
+
+def _as_text(value: Any) -> Any:
+    """``value`` with every string UTF-8 can encode (a lone surrogate is written ``\\udc00``)
+    and bytes decoded: the answer must be UTF-8 JSON whatever the input echoed was."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if isinstance(value, dict):
+        return {_as_text(k): _as_text(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_as_text(v) for v in value]
+    return value
 
 
 def summarize(value: Any) -> Any:
     """``value`` itself when short as JSON, else a short description of it."""
+    value = _as_text(value)
     encoded = jsonable_encoder(value, custom_encoder={Exception: str})
     try:
         text = json.dumps(encoded, allow_nan=False)

@@ -61,19 +61,24 @@ def parse_json_body(body: bytes) -> Any:
         if "digits" not in str(exc):
             raise
         value = json.loads(body, object_pairs_hook=read_object, parse_int=read_int)
-    if repeated:
-        obj, key = repeated[0]
-        path = [*_path_to(value, lambda node: node is obj), key]
-        raise _unprocessable("json_duplicate_key", path, f"the key {key!r} is given twice")
-    if long_ints:
-        path = _path_to(value, lambda node: node is long_ints[0])
-        message = f"an integer of {long_ints[0].digits} digits is longer than any value allowed"
-        raise _unprocessable("int_parsing_size", path, message)
+    for obj, key in repeated:  # the first still in the value (a later copy may replace one)
+        found = _path_to(value, lambda node, obj=obj: node is obj)
+        if found is not None:
+            message = f"the key {key!r} is given twice"
+            raise _unprocessable("json_duplicate_key", [*found, key], message)
+    for long_int in long_ints:
+        found = _path_to(value, lambda node, long_int=long_int: node is long_int)
+        if found is not None:
+            message = f"an integer of {long_int.digits} digits is longer than any value allowed"
+            raise _unprocessable("int_parsing_size", found, message)
+    if repeated or long_ints:  # unreachable: a replaced copy's container is itself repeated
+        raise _unprocessable("json_invalid", [], "the body cannot be read as one JSON value")
     return value
 
 
-def _path_to(root: Any, found: Callable[[Any], bool]) -> list[str | int]:
-    """Keys and indexes from ``root`` to the first node ``found`` picks (depth first)."""
+def _path_to(root: Any, found: Callable[[Any], bool]) -> list[str | int] | None:
+    """Keys and indexes from ``root`` to the first node ``found`` picks (depth first); None
+    when there is none."""
     stack: list[tuple[Any, list[str | int]]] = [(root, [])]
     while stack:
         node, path = stack.pop()
@@ -83,7 +88,7 @@ def _path_to(root: Any, found: Callable[[Any], bool]) -> list[str | int]:
             stack += [(v, [*path, k]) for k, v in reversed(node.items())]
         elif isinstance(node, list):
             stack += [(v, [*path, i]) for i, v in reversed(list(enumerate(node)))]
-    raise AssertionError("the node recorded while parsing is in the parsed value")
+    return None
 
 
 def _unprocessable(kind: str, path: list[str | int], message: str) -> HTTPException:

@@ -124,6 +124,7 @@ def test_odd_keys_are_refused_where_they_are(api: TestClient) -> None:
         (("name",), '"a", "name": "b"'),  # the same key twice: which one meant is unknowable
         (("space", "lr", "low"), '1e-4, "low": 0.5'),
         (("trainer", "options", "k"), '1, "k": 2'),
+        (("trainer", "options", "k"), '{"x": 1, "x": 2}, "k": 3'),  # the first copy held one
         (("trainer", "options", "k"), '1, "pad": "' + "x" * 100_000 + '", "k": 2'),  # 100 kB
         (("seed",), "9" * 5000),  # an integer longer than Python reads (a 400 naming nothing)
         (("trainer", "options", "n"), "-" + "1" * 4301),
@@ -134,6 +135,25 @@ def test_repeated_keys_and_endless_integers_are_refused_where_they_are(
 ) -> None:
     body = json.dumps(_with(field, MARK)).replace(str(MARK), raw)
     _assert_refused(_post_raw(api, body), list(field), api)
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "content_type"),
+    [
+        ("/dashboard/session", b'{"token": "\\ud800"}', "application/json"),
+        ("/dashboard/spec", b'["\\ud800"]', "application/json"),
+        ("/dashboard/spec", b'{"\\udfff": 1}', "application/json"),
+        ("/dashboard/spec", b"\xff\xfe name: x", "text/plain"),
+        ("/dashboard/spec", b"name: \xed\xa0\x80", "text/plain"),
+    ],
+)
+def test_what_an_error_echoes_is_always_utf_8(
+    api: TestClient, path: str, body: bytes, content_type: str
+) -> None:
+    # a lone surrogate or raw bytes echoed as the input made the error answer itself fail (500)
+    response = api.post(path, content=body, headers={"content-type": content_type})
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"][0] == "body"
 
 
 def test_repeated_keys_are_refused_in_every_json_body(api: TestClient) -> None:
