@@ -67,19 +67,32 @@ def compact_error(error: dict[str, Any]) -> dict[str, Any]:
 
 def _as_text(value: Any) -> Any:
     """``value`` with every string UTF-8 can encode (a lone surrogate is written ``\\udc00``)
-    and bytes decoded: the answer must be UTF-8 JSON whatever the input echoed was."""
+    and bytes decoded: the answer must be UTF-8 JSON whatever the input echoed was. Values
+    that are text already (nearly all) come back as they are, after one pass of the C encoder."""
+    try:
+        json.dumps(value, ensure_ascii=False, default=_not_json).encode("utf-8")
+        return value
+    except (UnicodeEncodeError, TypeError, ValueError, RecursionError):
+        pass
+    try:
+        return _escaped(value)
+    except RecursionError:
+        return "a value nested too deeply to show"
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _escaped(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.decode("utf-8", "backslashreplace")
     if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return value.encode("utf-8", "backslashreplace").decode("utf-8")
-        return value
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
     if isinstance(value, dict):
-        return {_as_text(k): _as_text(v) for k, v in value.items()}
+        return {_escaped(k): _escaped(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_as_text(v) for v in value]
+        return [_escaped(v) for v in value]
     return value
 
 

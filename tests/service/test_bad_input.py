@@ -200,6 +200,10 @@ def test_deep_nesting_is_refused_at_its_depth(api: TestClient) -> None:
     response = api.post("/studies", json=_with(("trainer", "options", "a"), deep))
     assert response.status_code == 422 and response.json()["detail"][0]["type"] == "too_deep"
     assert response.json()["detail"][0]["loc"][:5] == ["body", "trainer", "options", "a", 0]
+    deeper = "[" * 600 + "]" * 600  # parsed, then refused: echoing it must not exhaust a stack
+    body = f'{{"token": {deeper}}}'.encode()
+    response = api.post("/dashboard/session", content=body, headers=JSON)
+    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["body", "token"]
     very_deep = "[" * 100_000 + "]" * 100_000  # past the JSON parser's own recursion limit
     flat = json.dumps(_with(("trainer", "options", "a"), 0)).replace('"a": 0', f'"a": {very_deep}')
     assert 400 <= _post_raw(api, flat).status_code < 500
