@@ -59,47 +59,32 @@ def compact_error(error: dict[str, Any]) -> dict[str, Any]:
     }
     if "input" in error:
         out["input"] = summarize(error["input"])
-    ctx = jsonable_encoder(_as_text(error.get("ctx")), custom_encoder={Exception: str})
+    ctx = jsonable_encoder(error.get("ctx"), custom_encoder=_ENCODERS)
     if ctx and len(json.dumps(ctx, default=str)) <= MAX_ECHO:
         out["ctx"] = ctx
     return _as_text(out)
 
 
+_ENCODERS = {Exception: str, bytes: lambda raw: raw.decode("utf-8", "backslashreplace")}
+"""What an echoed input or context may hold that JSON does not: raw bytes (a body that is not
+UTF-8) are shown with their undecodable bytes escaped."""
+
+
 def _as_text(value: Any) -> Any:
-    """``value`` with every string UTF-8 can encode (a lone surrogate is written ``\\udc00``)
-    and bytes decoded: the answer must be UTF-8 JSON whatever the input echoed was. Values
-    that are text already (nearly all) come back as they are, after one pass of the C encoder."""
-    try:
-        json.dumps(value, ensure_ascii=False, default=_not_json).encode("utf-8")
-        return value
-    except (UnicodeEncodeError, TypeError, ValueError, RecursionError):
-        pass
-    try:
-        return _escaped(value)
-    except RecursionError:
-        return "a value nested too deeply to show"
-
-
-def _not_json(value: Any) -> Any:
-    raise TypeError(f"{type(value).__name__} is not JSON")
-
-
-def _escaped(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "backslashreplace")
+    """The (short) error with every string UTF-8 can encode: a lone surrogate echoed from the
+    input is written ``\\udc00``, as the answer must be UTF-8 JSON."""
     if isinstance(value, str):
         return value.encode("utf-8", "backslashreplace").decode("utf-8")
     if isinstance(value, dict):
-        return {_escaped(k): _escaped(v) for k, v in value.items()}
+        return {_as_text(k): _as_text(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_escaped(v) for v in value]
+        return [_as_text(v) for v in value]
     return value
 
 
 def summarize(value: Any) -> Any:
     """``value`` itself when short as JSON, else a short description of it."""
-    value = _as_text(value)
-    encoded = jsonable_encoder(value, custom_encoder={Exception: str})
+    encoded = jsonable_encoder(value, custom_encoder=_ENCODERS)
     try:
         text = json.dumps(encoded, allow_nan=False)
     except ValueError:  # NaN or an infinity: not JSON
