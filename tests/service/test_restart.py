@@ -69,10 +69,12 @@ def _kill_mid_study_and_restart(tmp_path: Path, **overrides) -> tuple:
     try:
         with first.sdk() as client:
             study_id = client.create_study(spec).id
-        runs_before = _wait_for_mid_study(url)
-        trials_before = _trials(url)
+        _wait_for_mid_study(url)
     finally:
         first.kill()
+    # read once the service is dead: only it writes fold results, so this is the state the
+    # kill left (read before it, a fold could finish in between and look lost afterwards)
+    runs_before, trials_before = _fold_runs(url), _trials(url)
     second = LiveService(url, tmp_path / "second.log").start()
     try:
         with second.sdk() as client:
