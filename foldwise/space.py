@@ -196,6 +196,9 @@ def condition_order(space: Mapping[str, Param]) -> list[str]:
                 raise ConditionError(name, dep, f"condition refers to unknown parameter {dep!r}")
             if dep == name:
                 raise ConditionError(name, dep, "a condition cannot refer to its own parameter")
+            if not can_hold(space[name].when[dep], space[dep]):  # type: ignore[index]
+                reason = f"no value of {dep!r} ({_values_of(space[dep])}) passes this condition"
+                raise ConditionError(name, dep, reason)
             visit(dep, (*path, name))
         state[name] = "done"
         order.append(name)
@@ -203,6 +206,39 @@ def condition_order(space: Mapping[str, Param]) -> list[str]:
     for name in space:
         visit(name, ())
     return order
+
+
+def can_hold(comparison: Comparison, param: Param) -> bool:
+    """Whether some value ``param`` can take passes ``comparison``: a condition that never
+    holds (a value that is not a choice, an empty ``in``, ``gt`` on text) leaves its parameter
+    never sampled, a typo that costs a whole study."""
+    if isinstance(param, CategoricalParam):
+        return any(comparison.holds(choice) for choice in param.choices)
+    return any(comparison.holds(value) for value in _candidates(comparison, param))
+
+
+def _candidates(comparison: Comparison, param: FloatParam | IntParam) -> set[float]:
+    """Values of a numeric ``param`` that include one passing ``comparison`` if any does: its
+    bounds, the comparison's own values, and points between each two of them (two, so that a
+    ``ne`` cannot hide a whole interval)."""
+    given = [comparison.eq, comparison.gt, comparison.gte, comparison.lt, comparison.lte]
+    given += comparison.in_ or []
+    numbers = {float(v) for v in given if isinstance(v, int | float) and not isinstance(v, bool)}
+    marks = sorted(v for v in {param.low, param.high, *numbers} if param.low <= v <= param.high)
+    points = set(marks)
+    for a, b in zip(marks, marks[1:], strict=False):
+        points |= {a + (b - a) / 3, a + 2 * (b - a) / 3}
+    if isinstance(param, IntParam):  # whole numbers next to each point
+        near = {math.floor(p) + d for p in points for d in (-1, 0, 1, 2)}
+        return {n for n in near if param.low <= n <= param.high}
+    return points
+
+
+def _values_of(param: Param) -> str:
+    if isinstance(param, CategoricalParam):
+        return f"one of {param.choices}"[:200]
+    article = "an" if param.type == "int" else "a"
+    return f"{article} {param.type} in [{param.low}, {param.high}]"
 
 
 def active_names(space: Mapping[str, Param], config: Mapping[str, Any]) -> list[str]:

@@ -154,6 +154,7 @@ def test_project_gives_values_the_parameters_types(doc):
     ],
 )
 def test_condition_shorthands(doc, when, expected):
+    doc["space"]["act"]["choices"] = ["relu", "tanh", "gelu", 2, True]  # each can hold
     doc["space"]["width_2"]["when"] = {"act": when}
     assert StudySpec.model_validate(doc).space["width_2"].when == {"act": expected}
 
@@ -465,3 +466,39 @@ def test_racing_that_could_never_prune_is_refused(doc, racing, folds, fragment):
 def test_racing_and_pruning_fields_are_checked_where_they_are(doc, section, edit, loc):
     doc[section] = edit
     assert_rejected(doc, loc)
+
+
+@pytest.mark.parametrize(
+    ("on", "when"),
+    [
+        ("act", "sigmoid"),  # not a choice
+        ("act", {"in": []}),
+        ("act", {"gt": 1}),  # an order on text
+        ("depth", {"gt": 3}),  # past the range
+        ("depth", {"gt": 1, "lt": 2}),  # no whole number between
+        ("lr", {"eq": "a"}),
+        ("lr", {"lt": 1e-5}),
+    ],
+)
+def test_a_condition_that_can_never_hold_is_refused_at_it(doc, on: str, when: Any) -> None:
+    # its parameter was never sampled: a typo that cost a whole study's budget
+    doc["space"]["width_2"]["when"] = {on: when}
+    with pytest.raises(ValidationError) as refused:
+        StudySpec.model_validate(doc)
+    [error] = refused.value.errors()
+    assert error["loc"] == ("space", "width_2", "when", on)
+    assert "passes this condition" in error["msg"]
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        {"depth": {"gte": 3}},
+        {"depth": {"ne": 2}},
+        {"lr": {"gt": 0.05, "ne": 0.06}},
+        {"act": ["relu", "x"]},
+    ],
+)
+def test_a_condition_some_value_passes_is_kept(doc, when: dict[str, Any]) -> None:
+    doc["space"]["width_2"]["when"] = when
+    assert StudySpec.model_validate(doc).space["width_2"].when is not None

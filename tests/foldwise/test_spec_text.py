@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from foldwise.spec_text import MAX_NODES, SpecTextError, parse_spec_text
@@ -109,3 +111,51 @@ def test_a_key_given_twice_is_refused_at_its_second_line(text: str, line: int) -
 def test_a_key_given_again_over_a_merge_overrides_it() -> None:
     document, _ = parse_spec_text("base: &b {x: 1, y: 2}\nuse:\n  <<: *b\n  x: 5\n")
     assert document["use"] == {"x": 5, "y": 2}
+
+
+def test_escaped_surrogate_pairs_are_one_character_as_in_json() -> None:
+    spec = {"name": "party \U0001f389", "space": {"w\U0001f389": {"type": "int"}}}
+    text = json.dumps(spec)  # ASCII: the emoji written as "\ud83c\udf89"
+    assert "\\ud83c\\udf89" in text
+    document, lines = parse_spec_text(text)
+    assert document == spec and "space.w\U0001f389" in lines
+    lone, _lines = parse_spec_text('{"name": "\\ud800 \\ud83c\\udf89"}')
+    assert lone == {"name": "\ud800 \U0001f389"}  # refused later, where the spec is checked
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("name: x\n1: a\n", 2),
+        ('1: a\n"1": b\n', 1),
+        ("space:\n  ~: a\n", 2),
+        ("true: a\n", 1),
+        ("a:\n  1.0: b\n", 2),
+        ("? [a, b]\n: c\n", 1),
+    ],
+)
+def test_a_key_that_is_not_text_is_refused_at_its_line(text: str, line: int) -> None:
+    # JSON keys are text: `~` became the key "None", and `1` and "1" two copies of one key
+    with pytest.raises(SpecTextError, match="is not text") as refused:
+        parse_spec_text(text)
+    assert refused.value.line == line
+
+
+def test_quoted_keys_and_json_keys_are_text() -> None:
+    document, _lines = parse_spec_text('"1": a\n"true": b\n\'~\': c\n')
+    assert document == {"1": "a", "true": "b", "~": "c"}
+    assert parse_spec_text('{"1": {"2": 3}}')[0] == {"1": {"2": 3}}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x: [" + ",".join(["1"] * 120_000) + "]",
+        "x:\n" + "- 1\n" * 120_000,
+    ],
+    ids=["flow", "block"],
+)
+def test_a_huge_document_stops_being_read_at_the_limit(text: str) -> None:
+    # it was composed whole (10 s of CPU for 240 kB) before its size was checked
+    with pytest.raises(SpecTextError, match=f"holds more than {MAX_NODES} values"):
+        parse_spec_text(text)
