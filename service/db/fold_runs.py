@@ -75,6 +75,10 @@ def completed_fold_values(session: Session, trial_id: int) -> dict[int, float]:
     return {fold: value for fold, value in session.execute(query)}
 
 
+SERVICE_STOPPED = "the service stopped"
+"""The error of a fold run cut short because the service stopped (``lost``: it runs again)."""
+
+
 def mark_lost_fold_runs(session: Session, study_id: int) -> int:
     """Fold runs left ``running`` by a service that stopped: mark them lost so they re-run."""
     trial_ids = select(TrialRow.id).where(
@@ -84,7 +88,7 @@ def mark_lost_fold_runs(session: Session, study_id: int) -> int:
     result = session.execute(
         update(FoldRunRow)
         .where(FoldRunRow.trial_id.in_(trial_ids), FoldRunRow.status == FoldStatus.RUNNING)
-        .values(status=FoldStatus.LOST, finished_at=utcnow(), error="the service stopped")
+        .values(status=FoldStatus.LOST, finished_at=utcnow(), error=SERVICE_STOPPED)
     )
     return result.rowcount or 0
 

@@ -19,6 +19,9 @@ SORT_KEYS = ("number", "value", "duration")
 PARAM_PREFIX = "params."
 UNFINISHED = (TrialStatus.PENDING, TrialStatus.RUNNING)
 FINISHED = (TrialStatus.COMPLETED, TrialStatus.FAILED, TrialStatus.PRUNED)
+STOPPED_ERROR = "the study was stopped while this trial ran"
+"""The error of a trial its study's stop cut short: a failure that says nothing about its
+parameters (a warm start does not take it)."""
 VALUED_FOLDS = (FoldStatus.COMPLETED, FoldStatus.PRUNED)
 """Fold runs whose value counts: a pruned run's is the one it had reached."""
 

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from foldwise.schemas import TrialStatus
 from service.db.models import TrialRow, WarmStartObservationRow
-from service.db.trials import FINISHED
+from service.db.trials import FINISHED, STOPPED_ERROR
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,21 +52,25 @@ _COLUMNS = (
     TrialRow.value_folds,
 )
 _FINISHED_AT = func.coalesce(TrialRow.finished_at, TrialRow.created_at)
+_NOT_STOPPED = TrialRow.error.is_distinct_from(STOPPED_ERROR)
+"""Not a trial its study's stop cut short: a stop says nothing about the parameters."""
 
 
 def count_finished(session: Session, study_ids: Sequence[int]) -> int:
-    """How many completed, pruned and failed trials the studies hold."""
+    """How many completed, pruned and failed trials the studies hold (not those a stop
+    ended)."""
     query = select(func.count()).where(
-        TrialRow.study_id.in_(study_ids), TrialRow.status.in_(FINISHED)
+        TrialRow.study_id.in_(study_ids), TrialRow.status.in_(FINISHED), _NOT_STOPPED
     )
     return session.scalar(query) or 0
 
 
 def latest_first(session: Session, study_ids: Sequence[int], *, page: int) -> Iterator[Finished]:
-    """The studies' finished trials, the most recently finished first (ties: the higher study
-    id, then number), read ``page`` rows a query: a caller that stops early reads no more."""
+    """The studies' finished trials (not those a stop ended), the most recently finished first
+    (ties: the higher study id, then number), read ``page`` rows a query: a caller that stops
+    early reads no more."""
     keys = (_FINISHED_AT, TrialRow.study_id, TrialRow.number)
-    where = (TrialRow.study_id.in_(study_ids), TrialRow.status.in_(FINISHED))
+    where = (TrialRow.study_id.in_(study_ids), TrialRow.status.in_(FINISHED), _NOT_STOPPED)
     return _pages(session, where, keys, descending=True, page=page)
 
 

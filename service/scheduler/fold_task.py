@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from foldwise.schemas import FoldStatus
 from foldwise.spec import StudySpec
+from service.db.fold_runs import SERVICE_STOPPED
 from service.executor import FoldFailed, FoldRunStats
 from service.scheduler.lease import LeaseLost
 from service.scheduler.pruning import FoldCurves, prune_verdict
@@ -62,6 +63,9 @@ class StudyContext:
     store: SchedulerStore
     executor: FoldExecutor
     curves: FoldCurves | None = None
+    service_stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set before the folds are cancelled because the service stops: a run cut short then is
+    ``lost`` (to run again), not ``cancelled`` (its trial ended first)."""
 
 
 def fold_job(
@@ -180,8 +184,11 @@ class FoldTask:
             await store.finish_fold_run(study_id, run_id, FoldStatus.FAILED, error=str(exc))
             raise TrialFailed(f"fold {self.fold}: {exc}") from exc
         except asyncio.CancelledError:
+            status, error = FoldStatus.CANCELLED, None
+            if context.service_stopping.is_set():
+                status, error = FoldStatus.LOST, SERVICE_STOPPED
             with contextlib.suppress(LeaseLost):  # then the next scheduler reclaims the run
-                await asyncio.shield(store.finish_fold_run(study_id, run_id, FoldStatus.CANCELLED))
+                await asyncio.shield(store.finish_fold_run(study_id, run_id, status, error=error))
             raise
         await store.finish_fold_run(
             study_id,

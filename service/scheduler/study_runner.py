@@ -29,6 +29,7 @@ from foldwise.spec import StudySpec
 from optimizers import BaseOptimizer, Observation
 from service.cluster_fit import fold_capacity
 from service.db.models import utcnow
+from service.db.trials import STOPPED_ERROR
 from service.metrics import FOLD_SLOT_SECONDS, SUGGESTION_SECONDS
 from service.scheduler.cluster_share import ClusterShare
 from service.scheduler.fold_task import (
@@ -52,8 +53,6 @@ from service.scheduler.trial_progress import (
 from service.study_optimizer import build_optimizer
 
 log = logging.getLogger(__name__)
-
-STOPPED_ERROR = "the study was stopped while this trial ran"
 
 
 class StudyRunner:
@@ -91,7 +90,9 @@ class StudyRunner:
         """Run the study to its end; an unexpected error marks it failed with the reason."""
         try:
             await self._run()
-        except asyncio.CancelledError:
+        except asyncio.CancelledError:  # the service stops
+            if self.context is not None:
+                self.context.service_stopping.set()
             await asyncio.shield(self._cancel_trials())
             raise
         except LeaseLost:  # another scheduler runs the study now: write nothing more

@@ -108,7 +108,8 @@ def test_sigterm_to_the_process_group_stops_cleanly_and_the_study_resumes(
 
     studies, trials, folds = _statuses(db)
     assert studies == ["running"] and trials == ["running"], (studies, trials, folds)
-    assert "cancelled" in folds and "failed" not in folds, folds  # to run again, not failed
+    assert "lost" in folds and "failed" not in folds, folds  # to run again, not failed
+    assert "cancelled" not in folds, folds  # its trial did not end: the service stopped
 
     again = LiveService(f"sqlite:///{db}", tmp_path / "second.log").start()
     try:

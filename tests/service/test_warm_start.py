@@ -21,6 +21,7 @@ from service.db import trials as trial_repo
 from service.db import warm_start as warm_repo
 from service.db.engine import SessionRunner
 from service.db.models import TrialRow
+from service.db.trials import STOPPED_ERROR
 from service.db.warm_start import Outcome
 from service.scheduler.store import SchedulerStore
 from service.study_optimizer import build_optimizer
@@ -330,3 +331,28 @@ def test_a_large_source_is_read_only_as_far_as_the_limit_needs(api: TestClient) 
     everything, fetched = _plan(api, spec, 300)
     assert everything == _by_the_rule(api, spec, 300) and len(everything) == 300
     assert sum(fetched) <= 1 + 300 + 1, fetched
+
+
+def test_trials_a_stop_cut_short_are_not_taken_as_failures(api: TestClient) -> None:
+    # a stop says nothing about the parameters: copied as failures, they steered away from there
+    source = _study(api, space=SQUARE)["id"]
+    _finish(
+        api,
+        source,
+        [
+            ({"x": 0.1, "y": 0.5}, TrialStatus.COMPLETED, 0.3),
+            ({"x": 0.9, "y": 0.5}, TrialStatus.FAILED, None),
+        ],
+    )
+    with api.app.state.sessions.begin() as session:  # what the scheduler's stop leaves
+        trial = trial_repo.create_trial(session, source, {"x": 0.5, "y": 0.5}, number=2)
+        trial_repo.finish_trial(session, trial, TrialStatus.FAILED, error=STOPPED_ERROR)
+        study_repo.touch_study(session, source)
+    study = _study(api, space=SQUARE, warm_start={"studies": [source]})
+    assert study["warm_start"] == {"studies": [source], "observations": 2, "skipped": 0}
+    with api.app.state.sessions() as session:
+        kept = warm_repo.observations(session, study["id"])
+    assert [(o.number, o.status) for o in kept] == [
+        (0, TrialStatus.COMPLETED),
+        (1, TrialStatus.FAILED),
+    ]
