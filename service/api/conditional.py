@@ -8,11 +8,13 @@ with one primary-key lookup of the revision it depends on: a client that sends t
 ``If-None-Match`` gets ``304 Not Modified``, and any other client gets the bytes already
 serialised for this URL at this revision. Only a read after a change queries and serialises
 again. The revision is read in the same session as the answer, so a cached answer is never older
-than its revision, and every instance of the service sees the same revisions.
+than its revision, and every instance of the service sees the same revisions. An ETag names
+the URL as well as the revision, so it answers a 304 only where it was given out.
 """
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import threading
 from collections.abc import Callable
@@ -42,31 +44,53 @@ NOT_MODIFIED = {
 }
 
 
+ENTRY_OVERHEAD = 240
+"""Bytes an entry costs beyond its key's and body's lengths (the objects that hold them)."""
+
+
 class ReadCache:
-    """Serialised answers keyed by (URL, ETag), least recently used evicted past ``max_bytes``."""
+    """Serialised answers keyed by (URL, ETag), least recently used evicted past ``max_bytes``.
+    An entry's size counts its key: a URL may be far longer than its answer (a long query
+    string answering a 22-byte body grew the service by 90 MB in 1,500 requests)."""
 
     def __init__(self, max_bytes: int) -> None:
-        self._entries: LRUCache[tuple[str, str], bytes] = LRUCache(max_bytes, getsizeof=len)
+        self._entries: LRUCache[tuple[str, str], tuple[bytes, int]] = LRUCache(
+            max_bytes, getsizeof=lambda entry: entry[1]
+        )
         self._lock = threading.Lock()
 
     def get(self, key: tuple[str, str]) -> bytes | None:
         with self._lock:
-            return self._entries.get(key)
+            entry = self._entries.get(key)
+        return None if entry is None else entry[0]
 
     def put(self, key: tuple[str, str], body: bytes) -> None:
-        if len(body) > self._entries.maxsize:
+        size = len(body) + len(key[0]) + len(key[1]) + ENTRY_OVERHEAD
+        if size > self._entries.maxsize:
             return
         with self._lock:
-            self._entries[key] = body
+            self._entries[key] = (body, size)
+
+    @property
+    def bytes_held(self) -> int:
+        """What the entries count, keys included."""
+        with self._lock:
+            return int(self._entries.currsize)
 
 
 def etag_matches(if_none_match: str | None, etag: str) -> bool:
-    """Whether ``If-None-Match`` names ``etag`` (weak comparison) or is ``*``."""
+    """Whether ``If-None-Match`` names ``etag`` (weak comparison)."""
     if not if_none_match:
         return False
     opaque = etag.removeprefix("W/")
     tags = [tag.strip() for tag in if_none_match.split(",")]
-    return any(tag == "*" or tag.removeprefix("W/") == opaque for tag in tags)
+    return any(tag.removeprefix("W/") == opaque for tag in tags)
+
+
+def names_any(if_none_match: str | None) -> bool:
+    """Whether ``If-None-Match`` is ``*``: a 304 when any answer exists, so only after the
+    read found one (RFC 9110 13.1.2), never for a trial that does not exist or a bad query."""
+    return bool(if_none_match) and "*" in (tag.strip() for tag in if_none_match.split(","))
 
 
 class ConditionalReads:
@@ -76,6 +100,9 @@ class ConditionalReads:
         self._request = request
         self._db = db
         self._cache = cache
+        url = request.url
+        self._url = f"{url.path}?{url.query}"
+        self._held = request.headers.get("if-none-match")
 
     async def study(
         self, study_id: int, work: Callable[[Session], BaseModel], *, folds: bool = False
@@ -93,11 +120,12 @@ class ConditionalReads:
         still holds (answer ``not_modified``)."""
 
         def unit(connection: Connection) -> tuple[str, T | None]:
-            etag = _etag(_study_version(connection, study_id, folds=True))
-            if etag_matches(self._request.headers.get("if-none-match"), etag):
+            etag = self._etag(_study_version(connection, study_id, folds=True))
+            if etag_matches(self._held, etag):
                 return etag, None
             with Session(bind=connection) as session:
-                return etag, work(session)
+                result = work(session)
+            return etag, None if names_any(self._held) else result
 
         etag, result = await self._db.connect(unit)
         return {"ETag": etag, "Cache-Control": "no-cache"}, result
@@ -113,26 +141,28 @@ class ConditionalReads:
     async def _respond(
         self, version: Callable[[Connection], str], work: Callable[[Session], BaseModel]
     ) -> Response:
-        url = self._request.url
-        key = f"{url.path}?{url.query}"
-        held = self._request.headers.get("if-none-match")
-
         def unit(connection: Connection) -> tuple[str, bytes | None]:
-            etag = _etag(version(connection))
-            if etag_matches(held, etag):
+            etag = self._etag(version(connection))
+            if etag_matches(self._held, etag):
                 return etag, None
-            body = self._cache.get((key, etag))
+            body = self._cache.get((self._url, etag))
             if body is None:  # read on the same connection: the revision's snapshot
                 with Session(bind=connection) as session:
                     body = work(session).model_dump_json(by_alias=True).encode()
-                self._cache.put((key, etag), body)
-            return etag, body
+                self._cache.put((self._url, etag), body)
+            return etag, None if names_any(self._held) else body
 
         etag, body = await self._db.connect(unit)
         headers = {"ETag": etag, "Cache-Control": "no-cache"}
         if body is None:
             return not_modified(headers)
         return Response(body, media_type="application/json", headers=headers)
+
+    def _etag(self, version: str) -> str:
+        """The ETag of this URL's answer at ``version``: it names the URL too, so one URL's
+        ETag never answers a 304 for another (a trial that does not exist, a bad query)."""
+        url = hashlib.blake2b(self._url.encode("utf-8", "surrogatepass"), digest_size=6)
+        return f'W/"{BOOT}-{version}-{url.hexdigest()}"'
 
 
 def _study_version(connection: Connection, study_id: int, *, folds: bool) -> str:
@@ -141,10 +171,6 @@ def _study_version(connection: Connection, study_id: int, *, folds: bool) -> str
     if revision is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"study {study_id} not found")
     return f"s{study_id}.{'f' if folds else 't'}{revision}"
-
-
-def _etag(version: str) -> str:
-    return f'W/"{BOOT}-{version}"'
 
 
 def not_modified(headers: dict[str, str]) -> Response:

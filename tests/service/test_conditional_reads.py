@@ -6,7 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from foldwise.schemas import TrialStatus
-from service.api.conditional import etag_matches
+from service.api.conditional import ENTRY_OVERHEAD, ReadCache, etag_matches, names_any
 from service.db import fold_runs as fold_repo
 from service.db import studies as study_repo
 from service.db import trials as trial_repo
@@ -94,10 +94,65 @@ def test_unknown_studies_are_404_not_304(api: TestClient) -> None:
     assert response.status_code == 404 and "4242" in response.json()["detail"]
 
 
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [
+        ("/studies/{id}/trials/7", 404),
+        ("/studies/{id}/trials?sort=params.zzz", 422),
+        ("/studies/{id}/trials.csv?sort=params.zzz", 422),
+        ("/studies/{id}/trials?sort=-params.zzz&limit=5", 422),
+    ],
+)
+def test_a_304_never_stands_for_an_answer_that_is_an_error(
+    api: TestClient, path: str, code: int
+) -> None:
+    study_id = api.post("/studies", json=study_spec()).json()["id"]
+    _add_trial(api, study_id, 0, 0.5)
+    url = path.format(id=study_id)
+    assert api.get(url).status_code == code
+    study_etag = api.get(f"/studies/{study_id}").headers["etag"]
+    trials_etag = api.get(f"/studies/{study_id}/trials").headers["etag"]
+    for held in ("*", study_etag, trials_etag, f'W/"x", {trials_etag}'):
+        assert api.get(url, headers={"If-None-Match": held}).status_code == code, held
+
+
+def test_if_none_match_star_is_a_304_once_the_answer_exists(api: TestClient) -> None:
+    study_id = api.post("/studies", json=study_spec()).json()["id"]
+    _add_trial(api, study_id, 0, 0.5)
+    for url in (f"/studies/{study_id}/trials/0", "/studies", f"/studies/{study_id}/trials.csv"):
+        response = api.get(url, headers={"If-None-Match": "*"})
+        assert response.status_code == 304 and response.headers["etag"], url
+
+
+def test_each_url_has_its_own_etag(api: TestClient) -> None:
+    study_id = api.post("/studies", json=study_spec()).json()["id"]
+    _add_trial(api, study_id, 0, 0.5)
+    first = api.get(f"/studies/{study_id}/trials?limit=1")
+    other = f"/studies/{study_id}/trials?limit=2"
+    assert first.headers["etag"] != api.get(other).headers["etag"]
+    response = api.get(other, headers={"If-None-Match": first.headers["etag"]})
+    assert response.status_code == 200 and response.json()["count"] == 1
+
+
+def test_the_read_cache_counts_its_keys() -> None:
+    cache = ReadCache(max_bytes=100_000)
+    long_url = "/studies/1?junk=" + "x" * 60_000
+    cache.put((long_url, 'W/"e"'), b"{}")
+    assert cache.get((long_url, 'W/"e"')) == b"{}"
+    assert cache.bytes_held == len(long_url) + len('W/"e"') + 2 + ENTRY_OVERHEAD
+    cache.put((long_url + "y", 'W/"e"'), b"{}")  # a second long key evicts the first
+    assert cache.get((long_url, 'W/"e"')) is None and cache.bytes_held < 100_000
+    too_long = "/studies/1?junk=" + "x" * 100_000
+    cache.put((too_long, 'W/"e"'), b"{}")  # past the whole budget: not kept
+    assert cache.get((too_long, 'W/"e"')) is None
+
+
 def test_if_none_match_lists_and_weak_comparison() -> None:
     etag = 'W/"b00t-s1.7"'
     assert etag_matches('"b00t-s1.7"', etag)
     assert etag_matches('W/"x", W/"b00t-s1.7"', etag)
-    assert etag_matches("*", etag)
+    assert not etag_matches("*", etag)  # only once the answer is read: names_any
+    assert names_any("*") and names_any('W/"x", *') and not names_any('W/"*"')
     assert not etag_matches('W/"b00t-s1.8"', etag)
     assert not etag_matches(None, etag)
+    assert not names_any(None)
