@@ -39,6 +39,25 @@ from service.db.schema import upgrade_database
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+def wait_until(page: Any, expression: str, timeout: float = 15_000) -> None:
+    """Wait until ``expression`` is true in ``page``, polled from here every 10 ms: Playwright's
+    ``wait_for_function`` compiles it inside the page, which the dashboard's
+    Content-Security-Policy refuses (no string is evaluated as script there)."""
+    deadline = time.monotonic() + timeout / 1000
+    while True:
+        try:
+            if page.evaluate(expression):
+                return
+            why = "false"
+        except Exception as exc:  # what it reads is not on the page yet
+            why = str(exc).splitlines()[0]
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not true after {timeout / 1000:g} s ({why}): {expression}")
+        time.sleep(0.01)
+
+
 FAILURE = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
 PRUNED_REASON = (
     "after 1 of {folds} folds: 0.4121 vs incumbent (trial 3) 0.1052 on the same folds, worse by "
@@ -405,8 +424,10 @@ def _sort_table(page: Any, path: str) -> float:
     first = page.locator("#trials tbody tr").first.get_attribute("data-trial")
     started = time.perf_counter()
     page.click("#trials th[data-sort='value']")
-    page.wait_for_function(
-        f"document.querySelector('#trials tbody tr').dataset.trial !== '{first}'", timeout=60_000
+    wait_until(
+        page,
+        f"document.querySelector('#trials tbody tr').dataset.trial !== '{first}'",
+        timeout=60_000,
     )
     return time.perf_counter() - started
 

@@ -13,15 +13,19 @@ from fastapi.responses import RedirectResponse
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.types import ASGIApp
 
 from service.api.auth import TokenCache, get_principal
 from service.api.conditional import ReadCache
+from service.api.deps import check_query_once
 from service.api.errors import (
     documented,
     method_not_allowed_handler,
     validation_error_handler,
 )
+from service.api.http_rules import HttpRules, TooLargeAsJson
 from service.api.routes import artifacts, exports, health, insights, metrics, studies, trials
+from service.api.security_headers import SecurityHeaders
 from service.config import Settings, get_settings
 from service.dashboard import sign_in
 from service.dashboard.routes import router as dashboard_router
@@ -45,10 +49,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Hyperparameter and architecture search with K-fold cross-validation",
         lifespan=_lifespan,
         max_body_size=settings.max_body_bytes,
+        dependencies=[Depends(check_query_once)],
     )
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.add_exception_handler(StarletteHTTPException, method_not_allowed_handler)
+    app.add_middleware(HttpRules)
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.allowed_hosts)
+    _wrap_outside(app)
     app.state.settings = settings
     app.state.scheduler = None
     app.state.token_cache = TokenCache()
@@ -68,6 +75,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.mount("/dashboard/static", static_files, name="dashboard-static")
     app.add_api_route("/", _to_dashboard, include_in_schema=False)
     return app
+
+
+def _wrap_outside(app: FastAPI) -> None:
+    """Put two wrappers outside the middleware stack FastAPI builds: its body limiter answers
+    there (a text/plain 413), so only there is every answer seen (``TooLargeAsJson``,
+    ``SecurityHeaders``). FastAPIOffline makes a FastAPI, so the stack's builder is wrapped
+    on the instance (Starlette builds the stack on the first request)."""
+    build = app.build_middleware_stack
+
+    def build_wrapped() -> ASGIApp:
+        return SecurityHeaders(TooLargeAsJson(build()))
+
+    app.build_middleware_stack = build_wrapped  # type: ignore[method-assign]
 
 
 def _to_dashboard() -> RedirectResponse:

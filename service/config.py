@@ -52,6 +52,11 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         1_048_576, ge=1024, description="Largest request body accepted; larger is a 413"
     )
+    max_header_bytes: int = Field(
+        32 * 1024,
+        ge=4096,
+        description="Largest request line and headers together; larger is a 431 (foldwise serve)",
+    )
     read_cache_bytes: int = Field(
         32 * 1024 * 1024, ge=0, description="Memory for serialised answers to repeated reads"
     )

@@ -2,7 +2,8 @@
 
 uvicorn alone starts the app (Ray, the scheduler) before it binds its port, so a busy port was
 found only after Ray's start-up, and Ray's own sockets, opened meanwhile on ports the system
-picks, could take the very port the service was about to bind.
+picks, could take the very port the service was about to bind. Requests are read by uvicorn's
+httptools protocol with a bound on each request's head (``service.header_limit``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from service.config import Settings
+from service.header_limit import bounded_head_protocol
 
 STARTUP_FAILURE = 3
 """uvicorn's exit status when the app fails to start."""
@@ -43,6 +45,7 @@ def serve(create_app: Callable[[], FastAPI], settings: Settings, listener: socke
         host=settings.host,
         port=settings.port,
         access_log=settings.access_log,
+        http=bounded_head_protocol(settings.max_header_bytes),
     )
     server = uvicorn.Server(config)
     try:

@@ -12,8 +12,11 @@ import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
+from annotated_types import Ge, Le
 from fastapi import Depends, HTTPException, Path, Query, Request, status
+from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from pydantic import AfterValidator, BeforeValidator
 from sqlalchemy.orm import Session
 
@@ -49,12 +52,29 @@ DbDep = Annotated[SessionRunner, Depends(get_db)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SchedulerDep = Annotated["Scheduler | None", Depends(get_scheduler)]
 
-StudyId = Annotated[int, Path(ge=1, le=MAX_ID, description="The study's id")]
+_DECIMAL = re.compile(r"0|-?[1-9][0-9]*")
+
+
+def _decimal_text(value: object) -> object:
+    if isinstance(value, str) and not _DECIMAL.fullmatch(value):
+        raise ValueError("not an integer in decimal digits (no +, spaces, _, . or leading 0)")
+    return value
+
+
+def decimal_int(ge: int, le: int) -> Any:
+    """An integer in ``[ge, le]`` written in a path or query as plain decimal digits: pydantic's
+    lax mode also reads ``1_0``, ``+5``, `` 5``, ``05`` and ``1.0``, which gave one study many
+    URLs (and the read cache an entry for each). The bounds come before the check so that the
+    OpenAPI document keeps them as ``minimum`` and ``maximum``."""
+    return Annotated[int, Ge(ge), Le(le), BeforeValidator(_decimal_text)]
+
+
+StudyId = Annotated[decimal_int(1, MAX_ID), Path(description="The study's id")]
 TrialNumber = Annotated[
-    int, Path(ge=0, le=MAX_NUMBER, description="The trial's number in its study")
+    decimal_int(0, MAX_NUMBER), Path(description="The trial's number in its study")
 ]
-Offset = Annotated[int, Query(ge=0, le=MAX_ID, description="Rows to skip")]
-Limit = Annotated[int, Query(ge=1, le=1000, description="Rows to return at most")]
+Offset = Annotated[decimal_int(0, MAX_ID), Query(description="Rows to skip")]
+Limit = Annotated[decimal_int(1, 1000), Query(description="Rows to return at most")]
 TrialSortQuery = Annotated[
     str,
     Query(
@@ -64,6 +84,30 @@ TrialSortQuery = Annotated[
         "best is the best value first",
     ),
 ]
+
+
+def check_query_once(request: Request) -> None:
+    """A query parameter of the route given twice is a 422 at it: each takes a single value,
+    and reading only the last (``?status=failed&status=pending``) answered a question the
+    client may not have asked (a proxy that appends a parameter, say)."""
+    params = request.query_params
+    if len(params) == len(params.multi_items()):
+        return
+    route = request.scope.get("route")
+    declared = _query_names(route.dependant) if isinstance(route, APIRoute) else set()
+    for name in dict.fromkeys(params.keys()):
+        given = params.getlist(name)
+        if len(given) > 1 and name in declared:
+            message = f"the query parameter {name!r} is given {len(given)} times"
+            error = {"type": "query_repeated", "loc": ("query", name), "msg": message}
+            raise RequestValidationError([{**error, "input": given[:5]}])
+
+
+def _query_names(dependant: Dependant) -> set[str]:
+    names = {field.alias for field in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
 
 
 def _as_utc(value: datetime) -> datetime:

@@ -16,10 +16,10 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Route
+from starlette.routing import Match, Mount
+from starlette.staticfiles import StaticFiles
 
 from service.task_policy import task_choices
 
@@ -121,6 +121,7 @@ _DESCRIPTIONS = {
     404: "No such study, trial, fold or model",
     409: "The study is still running",
     413: "The body is larger than the service accepts (FOLDWISE_MAX_BODY_BYTES)",
+    415: "The body is not sent as application/json, or in a content coding (gzip)",
 }
 
 
@@ -135,9 +136,27 @@ async def method_not_allowed_handler(request: Request, exc: Exception) -> Respon
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code != status.HTTP_405_METHOD_NOT_ALLOWED:
         return await http_exception_handler(request, exc)
-    allowed: set[str] = set()
-    for route in request.app.routes:
-        if isinstance(route, APIRoute | Route) and route.path_regex.match(request.url.path):
-            allowed |= set(route.methods or ())
-    headers = {**(exc.headers or {}), "Allow": ", ".join(sorted(allowed))}
+    headers = {**(exc.headers or {}), "Allow": ", ".join(allowed_methods(request))}
     return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
+
+
+_METHODS = ("DELETE", "GET", "PATCH", "POST", "PUT")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """The methods some route answers at this request's path, HEAD wherever GET is
+    (``service.api.http_rules``), asking each route as the router does: included routers
+    are not plain routes, so a walk over ``APIRoute``s found none."""
+    allowed: set[str] = set()
+    root_path = request.scope.get("app_root_path", request.scope.get("root_path", ""))
+    for method in _METHODS:  # a mount's scope has its own root path: route from the app's
+        scope = {**request.scope, "method": method, "root_path": root_path}
+        for route in request.app.router.routes:
+            match, _child = route.matches(scope)
+            if match == Match.FULL:
+                static = isinstance(route, Mount) and isinstance(route.app, StaticFiles)
+                allowed |= {"GET"} if static else {method}
+                break
+    if "GET" in allowed:
+        allowed.add("HEAD")
+    return sorted(allowed)

@@ -1,11 +1,12 @@
 """JSON request bodies read strictly: a key given twice in one object, or an integer longer than
-Python reads, is a 422 naming where it is.
+Python reads, is a 422 naming where it is; a body that is not UTF-8 is a 400 naming the byte.
 
 Starlette's ``json.loads`` keeps the last of two equal keys, so ``{"name": "a", "name": "b"}``
 meant whatever this parser chose while a proxy or a client library in front might have read the
 first; and an integer of more than ``sys.get_int_max_str_digits()`` digits raised a ValueError
 that FastAPI answered with a 400 naming nothing. ``StrictJSONRoute``, the route class of every
-router with a route that takes a body, hands its handler a request whose ``json()`` refuses both.
+router with a route that takes a body, hands its handler a request whose ``json()`` refuses both,
+and reads only UTF-8 (``json.loads`` of bytes also takes UTF-16 and UTF-32).
 """
 
 from __future__ import annotations
@@ -16,14 +17,18 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 import anyio
-from fastapi import HTTPException, Request, Response, status
+from fastapi import Depends, HTTPException, Request, Response, status
 from fastapi.routing import APIRoute
 
+from foldwise.limits import MAX_DEPTH
 from service.api.errors import compact_error
 
 INLINE_PARSE_BYTES = 64 * 1024
 """Bodies up to this size are parsed on the event loop (a spec is a few kB); larger ones in a
 worker thread, so a body near the limit does not hold every other request up."""
+
+
+JSON = "application/json"
 
 
 class _LongInt:
@@ -36,6 +41,11 @@ class _LongInt:
 def parse_json_body(body: bytes) -> Any:
     """``body`` as JSON; ``HTTPException`` 422, in the shape of a validation error, at the
     first key repeated in an object or integer too long to read."""
+    try:  # JSON is UTF-8 (RFC 8259); Python would also read UTF-16 and UTF-32
+        text = body.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        detail = f"The body is not UTF-8 JSON: byte {body[exc.start]:#04x} at {exc.start}"
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, detail) from None
     repeated: list[tuple[dict[str, Any], str]] = []
     long_ints: list[_LongInt] = []
 
@@ -54,13 +64,16 @@ def parse_json_body(body: bytes) -> Any:
         return int(text)
 
     try:
-        value = json.loads(body, object_pairs_hook=read_object)
+        value = json.loads(text, object_pairs_hook=read_object)
     except json.JSONDecodeError:
         raise
+    except RecursionError:  # past the parser's own depth (about 1,000): a 400 naming nothing
+        message = f"is nested more than {MAX_DEPTH} levels deep"
+        raise _unprocessable("too_deep", [], message) from None
     except ValueError as exc:  # integers are read by the fast path until one is too long
         if "digits" not in str(exc):
             raise
-        value = json.loads(body, object_pairs_hook=read_object, parse_int=read_int)
+        value = json.loads(text, object_pairs_hook=read_object, parse_int=read_int)
     for obj, key in repeated:  # the first still in the value (a later copy may replace one)
         found = _path_to(value, lambda node, obj=obj: node is obj)
         if found is not None:
@@ -108,7 +121,18 @@ class StrictJSONRequest(Request):
 
 
 class StrictJSONRoute(APIRoute):
-    """A route whose JSON body is read by ``parse_json_body``."""
+    """A route whose JSON body is read by ``parse_json_body``; a body it reads as JSON sent as
+    another media type, or as none, is a 415 (FastAPI handed the raw bytes to the model, whose
+    422 said the valid document it was given "is a bytes"). That check is the route's last
+    dependency, so a missing token is still a 401 first."""
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        super().__init__(path, endpoint, **kwargs)
+        body = self.body_field
+        if body is not None and getattr(body.field_info, "media_type", JSON) == JSON:
+            given = list(kwargs.pop("dependencies", None) or [])
+            checked = [*given, Depends(_check_json_media_type)]
+            super().__init__(path, endpoint, dependencies=checked, **kwargs)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -117,3 +141,14 @@ class StrictJSONRoute(APIRoute):
             return await handler(StrictJSONRequest(request.scope, request.receive))
 
         return strict_handler
+
+
+def _check_json_media_type(request: Request) -> None:
+    """A body not declared JSON (``application/json`` or ``application/*+json``), or not
+    declared at all, is a 415: FastAPI reads only those as JSON."""
+    media_type = request.headers.get("content-type", "none").split(";", 1)[0].strip().lower()
+    kind, _slash, subtype = media_type.partition("/")
+    if kind == "application" and (subtype == "json" or subtype.endswith("+json")):
+        return
+    detail = f"Unsupported Media Type: send the body as {JSON}, not {media_type[:80]!r}"
+    raise HTTPException(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, detail, headers={"Accept": JSON})

@@ -15,6 +15,7 @@ from foldwise.json_values import find_unsafe
 from foldwise.spec_text import SpecTextError, parse_spec_text
 from service.api.auth import Principal, get_principal
 from service.api.deps import StudyId, TrialNumber
+from service.api.security_headers import page_policy
 from service.api.strict_json import StrictJSONRoute
 from service.dashboard.sign_in import SignedInDep
 
@@ -59,11 +60,13 @@ async def trial_page(
 
 @router.get("/sign-in", response_class=HTMLResponse)
 async def sign_in_page(request: Request) -> HTMLResponse:
-    return templates.TemplateResponse(request, "sign_in.html", {"title": "Sign in"})
+    return _page(request, None, "sign_in.html", title="Sign in")
 
 
-def _page(request: Request, who: Principal, template: str, **context: Any) -> HTMLResponse:
-    return templates.TemplateResponse(request, template, {"who": who, **context})
+def _page(request: Request, who: Principal | None, template: str, **context: Any) -> HTMLResponse:
+    nonce, headers = page_policy()
+    context = {"who": who, "csp_nonce": nonce, **context}
+    return templates.TemplateResponse(request, template, context, headers=headers)
 
 
 @router.post("/spec", dependencies=[Depends(get_principal)])

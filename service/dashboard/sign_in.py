@@ -78,7 +78,10 @@ async def sign_in(body: SignIn, request: Request, db: DbDep) -> Response:
 
 
 @router.delete("/session", status_code=status.HTTP_204_NO_CONTENT)
-async def sign_out() -> Response:
+async def sign_out(request: Request) -> Response:
+    """Clear the cookies; only from the service's pages (a page of another site signed its
+    visitors out). No CSRF token is asked: a session whose cookies expired can still end."""
+    check_same_origin_only(request)
     response = Response(status_code=status.HTTP_204_NO_CONTENT)
     for name in (TOKEN_COOKIE, CSRF_COOKIE):
         response.delete_cookie(name, samesite="strict")

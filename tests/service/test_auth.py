@@ -154,7 +154,11 @@ def test_signing_in_sets_the_cookies_only_from_the_services_own_pages(
     assert any(c.startswith("foldwise_csrf=") and "HttpOnly" not in c for c in cookies)
     assert browser.get("/dashboard").status_code == 200
     assert "signing-in (viewer)" in browser.get("/dashboard").text
-    assert browser.delete("/dashboard/session").status_code == 204
+    for cross_site in ({"Origin": "http://evil.example"}, {}):  # signed its visitors out
+        refused = browser.delete("/dashboard/session", headers=cross_site)
+        assert refused.status_code == 403 and not refused.headers.get_list("set-cookie")
+    assert browser.get("/dashboard").status_code == 200
+    assert browser.delete("/dashboard/session", headers=own).status_code == 204
     assert browser.get("/dashboard", follow_redirects=False).status_code == 303
 
 

@@ -1,9 +1,11 @@
 """A study's life in a real service: refused when it could never run, a hung fold failed with
 the reason, stop and delete giving back every Ray resource, nothing left running, artifacts gone
-with their study and ids never reused. One service (a local Ray with 2 CPUs) for the module."""
+with their study and ids never reused; and `foldwise serve` bounding a request's head. One
+service (a local Ray with 2 CPUs) for the module."""
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -192,3 +194,17 @@ def test_metrics_count_what_the_scheduler_did(api: httpx.Client) -> None:
     assert float(lines['foldwise_suggestion_seconds_count{optimizer="random"}']) >= 1
     assert lines["foldwise_scheduler_leader"] == "1.0"
     assert lines['foldwise_studies{status="completed"}'] != "0.0"
+
+
+def test_foldwise_serve_answers_a_head_past_its_bound_with_431(
+    live: LiveService, api: httpx.Client
+) -> None:
+    # uvicorn's own protocol read a header of any size (100 MB: 15 s of a blocked event loop)
+    port = int(live.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"a" * 40_000)
+        sock.settimeout(30)
+        answer = sock.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 431"), answer[:200]
+    padded = api.get("/health", headers={"X-Pad": "a" * 20_000})  # within the 32 KiB default
+    assert padded.status_code == 200

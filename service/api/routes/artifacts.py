@@ -15,7 +15,15 @@ from fastapi.responses import FileResponse, JSONResponse, Response, StreamingRes
 from sqlalchemy.orm import Session
 
 from service.api.convert import trial_out
-from service.api.deps import DbDep, SettingsDep, StudyId, TrialNumber, study_or_404, trial_or_404
+from service.api.deps import (
+    DbDep,
+    SettingsDep,
+    StudyId,
+    TrialNumber,
+    decimal_int,
+    study_or_404,
+    trial_or_404,
+)
 from service.api.errors import documented
 from service.artifact_store import artifact_store, fold_model_key
 from service.db import studies as study_repo
@@ -24,7 +32,7 @@ from trainers.timeline import trial_trace
 
 router = APIRouter(prefix="/studies/{study_id}", tags=["artifacts"], responses=documented(404))
 
-Fold = Annotated[int, Path(ge=0, le=99, description="The fold, 0 to K - 1")]
+Fold = Annotated[decimal_int(0, 99), Path(description="The fold, 0 to K - 1")]
 
 
 @router.get("/trials/{number}/timeline", response_model=dict[str, Any])

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
 from service.api.conditional import ReadsDep, conditional
-from service.api.deps import MAX_ID, StudyId, UtcDatetime, study_or_404
+from service.api.deps import MAX_ID, StudyId, UtcDatetime, decimal_int, study_or_404
 from service.api.errors import documented
 from service.db import insights
 from service.db.models import StudyRow
@@ -82,7 +82,7 @@ async def history(
     study_id: StudyId,
     reads: ReadsDep,
     since: UtcDatetime | None = None,
-    max_points: Annotated[int, Query(ge=10, le=20000)] = 1000,
+    max_points: Annotated[decimal_int(10, 20000), Query()] = 1000,
 ) -> Response:
     """Completed trials for the history, parallel-coordinates and slice plots, downsampled;
     and the pruned trials for the history, in fewer points."""
@@ -115,7 +115,7 @@ async def history(
 
 @router.get("/folds", **conditional(TopFolds))
 async def top_folds(
-    study_id: StudyId, reads: ReadsDep, top: Annotated[int, Query(ge=1, le=100)] = 10
+    study_id: StudyId, reads: ReadsDep, top: Annotated[decimal_int(1, 100), Query()] = 10
 ) -> Response:
     """Each fold's value for the best ``top`` trials: how much the folds of a winner disagree."""
 
@@ -141,7 +141,7 @@ async def curves(
     metric: Annotated[
         str | None, Query(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")
     ] = None,
-    after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+    after: Annotated[decimal_int(0, MAX_ID), Query()] = 0,
 ) -> Response:
     """Learning curves of the running trials, one row per epoch, newer than epoch row ``after``."""
 

@@ -40,7 +40,7 @@ SPEC_EXAMPLES = {
     "",
     status_code=status.HTTP_201_CREATED,
     response_model=schemas.Study,
-    responses=documented(400, 413),
+    responses=documented(400, 413, 415),
 )
 async def create_study(
     spec: Annotated[StudySpec, Body(openapi_examples=SPEC_EXAMPLES)],

@@ -63,6 +63,10 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+/** Text for Plotly, which reads <b>, <a href>, <br> and styles in labels as markup: a
+ * categorical choice someone wrote is shown as the characters it is. */
+export const plotlyText = (value) => String(value).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+
 export const badge = (status) => el("span", { class: `badge ${status}`, text: status });
 
 /** A study's state for people: "stopping" while its stop request is being carried out. */

@@ -1,7 +1,7 @@
 // The study page's parallel coordinates: one polyline per trial across the parameters and the
 // value, the best trials darkest and drawn on top.
 "use strict";
-import { baseLayout, draw, fmt, showEmpty } from "./common.js";
+import { baseLayout, draw, fmt, plotlyText, showEmpty } from "./common.js";
 import { bulkBound } from "./value_axis.js";
 
 /** Ten bands from the best (dark violet) to the worst (yellow-green): a cut of Viridis that
@@ -91,7 +91,7 @@ function axis(name, param, raw) {
   if (param.type === "categorical") {
     const choices = param.choices.map(String);
     const at = (i) => scaleTo(choices.length > 1 ? i / (choices.length - 1) : 0.5);
-    choices.forEach((c, i) => ticks.push([at(i), c]));
+    choices.forEach((c, i) => ticks.push([at(i), plotlyText(c)]));
     return { label: name, ticks, y: raw.map((v) => (absent(v) ? 0 : at(choices.indexOf(String(v))))) };
   }
   const f = param.log ? Math.log10 : (v) => v;

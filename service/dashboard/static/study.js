@@ -54,7 +54,7 @@ function mergeHistory(body, full) {
   mergePruned(body.pruned, full);
   const maximize = state.study.spec.objective.direction === "maximize";
   body.number.forEach((number, i) => {
-    const params = {};
+    const params = Object.create(null);  // a parameter may be named __proto__
     for (const [name, column] of Object.entries(body.params)) params[name] = column[i];
     state.points.set(number, { number, value: body.value[i], se: body.std_error[i], params });
   });

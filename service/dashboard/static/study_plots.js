@@ -1,6 +1,6 @@
 // The study page's plots, drawn from the compact arrays of /studies/{id}/insights/*.
 "use strict";
-import { baseLayout, draw, fmt, fmtValueSe, showEmpty } from "./common.js";
+import { baseLayout, draw, fmt, fmtValueSe, plotlyText, showEmpty } from "./common.js";
 import { offSymbol } from "./value_axis.js";
 
 const BLUE = "#0969da";
@@ -105,7 +105,7 @@ export function drawSlices(study, points, axis) {
     layout[`yaxis${axisId}`] = { title: { text: i % columns === 0 ? study.spec.objective.metric : "" }, ...scale.axis };
     return {
       type: "scatter", mode: "markers", xaxis: `x${axisId}`, yaxis: `y${axisId}`,
-      x: shown.map((p) => p.params[name]), y: shown.map((p) => (scale.off(p.value) ? scale.pin : p.value)),
+      x: shown.map((p) => (param.type === "categorical" ? plotlyText(p.params[name]) : p.params[name])), y: shown.map((p) => (scale.off(p.value) ? scale.pin : p.value)),
       customdata: shown.map((p) => p.number), text: shown.map((p) => fmt(p.value) + (scale.off(p.value) ? " (off the scale)" : "")),
       marker: { size: scale.clipped ? shown.map((p) => (scale.off(p.value) ? 8 : 5)) : 5,
         symbol: scale.clipped ? shown.map((p) => (scale.off(p.value) ? offSymbol(maximize) : "circle")) : "circle",
@@ -120,7 +120,7 @@ export function drawSlices(study, points, axis) {
 
 /** Readable slice ticks: categories in spec order, whole numbers, five ticks on a log axis. */
 function sliceTicks(param) {
-  if (param.type === "categorical") return { categoryorder: "array", categoryarray: param.choices };
+  if (param.type === "categorical") return { categoryorder: "array", categoryarray: param.choices.map(plotlyText) };
   if (param.type === "int" && !param.log) return { dtick: Math.max(1, Math.ceil((param.high - param.low) / 6)) };
   if (!param.log) return {};
   const lo = Math.log10(param.low);

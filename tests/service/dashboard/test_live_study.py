@@ -8,6 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from benchmarks.dashboard_scale import wait_until
 from tests.live_service import LiveService
 from tests.service.dashboard.conftest import sign_in
 from tests.service.study_specs import study_spec
@@ -52,7 +53,7 @@ def test_running_study_updates_live_and_the_stop_button_stops_it(
     page.wait_for_selector("body[data-ready=true]")
     shown = "(document.getElementById('plot-history').data?.[0]?.x?.length ?? 0)"
     at_load = page.evaluate(shown)
-    page.wait_for_function(f"{shown} > {at_load}", timeout=180_000)  # arrived by polling
+    wait_until(page, f"{shown} > {at_load}", timeout=180_000)  # arrived by polling
     page.click("#stop")
     page.wait_for_selector("#study-status .badge.stopped", timeout=120_000)
     context.close()

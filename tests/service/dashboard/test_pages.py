@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from benchmarks.dashboard_scale import wait_until
 from foldwise.schemas import FoldStatus, TrialStatus
 from service.db import fold_runs as fold_repo
 from service.db import studies as study_repo
@@ -133,30 +134,23 @@ def test_trial_table_sorts_filters_and_pages(page, dashboard: Dashboard) -> None
     best = api.get(f"/studies/{dashboard.study_id}/trials", params={"sort": "value"}).json()
     page.click("#trials th[data-sort='value']")
     first = page.locator("#trials tbody tr").first
-    page.wait_for_function(
-        f"document.querySelector('#trials tbody tr').dataset.trial == {best['data'][0]['number']}"
-    )
+    top_row = "document.querySelector('#trials tbody tr').dataset.trial"
+    wait_until(page, f"{top_row} == {best['data'][0]['number']}")
     assert first.get_attribute("data-trial") == str(best["data"][0]["number"])
     for _ in range(2):  # ascending, then descending
         page.click("#trials th[data-sort='params.lr']")
     by_lr = api.get(f"/studies/{dashboard.study_id}/trials", params={"sort": "-params.lr"}).json()
     page.wait_for_selector("#trials th.sorted-desc[data-sort='params.lr']")
-    page.wait_for_function(
-        f"document.querySelector('#trials tbody tr').dataset.trial == {by_lr['data'][0]['number']}"
-    )
+    wait_until(page, f"{top_row} == {by_lr['data'][0]['number']}")
     page.select_option("#filter-status", "failed")
-    page.wait_for_function(
-        "document.querySelectorAll('#trials tbody tr .badge.completed').length == 0"
-    )
+    wait_until(page, "document.querySelectorAll('#trials tbody tr .badge.completed').length == 0")
     statuses = page.locator("#trials tbody .badge").all_inner_texts()
     assert statuses and set(statuses) == {"failed"}
     page.select_option("#filter-status", "")
     page.select_option("#page-size", "25")
-    page.wait_for_function("document.querySelectorAll('#trials tbody tr').length == 25")
+    wait_until(page, "document.querySelectorAll('#trials tbody tr').length == 25")
     page.click("#next")
-    page.wait_for_function(
-        f"document.querySelectorAll('#trials tbody tr').length == {TRIALS - 25}"
-    )
+    wait_until(page, f"document.querySelectorAll('#trials tbody tr').length == {TRIALS - 25}")
     assert page.inner_text("#page-label") == f"26–{TRIALS} of {TRIALS}"
 
 
@@ -180,10 +174,8 @@ def test_live_updates_arrive_as_small_deltas(page, dashboard: Dashboard) -> None
         running = trial_repo.get_trial(session, study_id, TRIALS - 1).fold_runs[0]
         fold_repo.record_epoch(session, running.id, 77, {"val_loss": 0.25})
         study_repo.touch_study(session, study_id)  # as every scheduler write does
-    page.wait_for_function("document.getElementById('plot-history').data[0].x.includes(500)")
-    page.wait_for_function(
-        "document.getElementById('plot-curves').data.some(t => t.x.includes(77))"
-    )
+    wait_until(page, "document.getElementById('plot-history').data[0].x.includes(500)")
+    wait_until(page, "document.getElementById('plot-curves').data.some(t => t.x.includes(77))")
     page.wait_for_selector("#card-best a[href$='/trials/500']")
     insight_calls = [u for u in urls if "/insights/history" in u]
     assert insight_calls and all("since=" in u for u in insight_calls)
@@ -250,7 +242,7 @@ def test_a_pruned_trial_is_marked_in_the_table_and_the_history(page, dashboard: 
     assert PRUNED not in completed
     assert "1 pruned trial at the mean of the folds they ran" in page.inner_text("#history-note")
     page.select_option("#filter-status", "pruned")
-    page.wait_for_function("document.querySelectorAll('#trials tbody tr').length == 1")
+    wait_until(page, "document.querySelectorAll('#trials tbody tr').length == 1")
     assert page.locator("#trials tbody tr").get_attribute("data-trial") == str(PRUNED)
 
 
@@ -260,9 +252,10 @@ def test_a_pruned_trial_arrives_in_the_history_while_the_page_is_live(
     open_ready(page, f"/dashboard/studies/{dashboard.study_id}")
     assert page.evaluate("document.getElementById('plot-history').data.length") == 2
     _store_pruned_trial(dashboard)
-    page.wait_for_function(
+    wait_until(
+        page,
         "document.getElementById('plot-history').data"
-        f".some(t => t.name === 'pruned (partial mean)' && t.x.includes({PRUNED}))"
+        f".some(t => t.name === 'pruned (partial mean)' && t.x.includes({PRUNED}))",
     )
     page.wait_for_selector(f"#trials tbody tr.pruned[data-trial='{PRUNED}']")
 

@@ -4,10 +4,12 @@ that refuses values <= 0, and a learning-curves panel that agrees with itself.""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
 
+from benchmarks.dashboard_scale import wait_until
 from service.db import fold_runs as fold_repo
 from service.db import studies as study_repo
 from service.db import trials as trial_repo
@@ -117,12 +119,12 @@ def test_history_leaves_a_diverged_trial_on_the_edge_until_asked(
     assert clip.inner_text().startswith("1 value above 0.31 (the worst 1.88) lies far from")
     drawn = int(page.get_attribute("#plot-history", "data-drawn"))
     page.check("#history-all")
-    page.wait_for_function(f"document.getElementById('plot-history').dataset.drawn > {drawn}")
+    wait_until(page, f"document.getElementById('plot-history').dataset.drawn > {drawn}")
     plot = _plot(page, "plot-history")
     assert plot["layout"]["yaxis"]["range"][1] > DIVERGED
     assert plot["data"][0]["y"][at] == DIVERGED and clip.is_hidden()
     page.check("#history-log")
-    page.wait_for_function("document.getElementById('plot-history').layout.yaxis.type === 'log'")
+    wait_until(page, "document.getElementById('plot-history').layout.yaxis.type === 'log'")
     assert _plot(page, "plot-history")["data"][0]["y"][at] == DIVERGED
     # the slices take the same default: the diverged trial on the top edge, a note saying so
     slices = _plot(page, "plot-slices")
@@ -154,13 +156,9 @@ def test_the_log_switch_puts_the_history_and_the_curves_on_a_log_axis(
     )
     for plot in ("history", "curves"):
         page.check(f"#{plot}-log")
-        page.wait_for_function(
-            f"document.getElementById('plot-{plot}').layout.yaxis.type === 'log'"
-        )
+        wait_until(page, f"document.getElementById('plot-{plot}').layout.yaxis.type === 'log'")
         page.uncheck(f"#{plot}-log")
-        page.wait_for_function(
-            f"document.getElementById('plot-{plot}').layout.yaxis.type === 'linear'"
-        )
+        wait_until(page, f"document.getElementById('plot-{plot}').layout.yaxis.type === 'linear'")
 
 
 def test_running_trials_without_an_epoch_are_said_to_be_waiting(
@@ -177,8 +175,42 @@ def test_running_trials_without_an_epoch_are_said_to_be_waiting(
         run = trial_repo.get_trial(session, study_id, 3).fold_runs[0]
         fold_repo.record_epoch(session, run.id, 1, {"val_loss": 0.9})
         study_repo.touch_study(session, study_id, trials=False)
-    page.wait_for_function("document.getElementById('plot-curves').data?.length === 1")
+    wait_until(page, "document.getElementById('plot-curves').data?.length === 1")
     assert page.locator("#plot-curves .empty").count() == 0
     assert page.inner_text("#curves-note").startswith(
         "2 running trials (1 waiting for its first epoch); metric val_loss"
     )
+
+
+MARKUP = [
+    '<b style="font-size:90px">big</b>',
+    '<a href="https://evil.example/">phish</a>',
+    "a & b",
+]
+
+
+def test_text_users_wrote_is_drawn_as_text_and_any_name_is_a_parameter(
+    page, dashboard: Dashboard
+) -> None:
+    # Plotly reads <a href>, <b> and styles in labels as markup: a member's categorical choice
+    # was a live link (and a 90 px label) on an admin's study page; a parameter named
+    # __proto__ set the point's prototype in the page instead of a value
+    space = {
+        "pick": {"type": "categorical", "choices": MARKUP},
+        "__proto__": {"type": "float", "low": 0.0, "high": 1.0},
+    }
+    study_id = add_study(dashboard, GOOD[:6], space=space)
+    open_ready(page, f"/dashboard/studies/{study_id}")
+    for plot in ("plot-parcoords", "plot-slices"):
+        assert page.locator(f"#{plot} a").count() == 0, plot
+        assert page.locator(f"#{plot} [style*='90px']").count() == 0, plot
+    labels = page.locator("#plot-parcoords .annotation-text").all_text_contents()
+    assert set(MARKUP) <= set(labels)
+    ticks = page.locator("#plot-slices .xtick text").all_text_contents()
+    assert set(MARKUP) <= set(ticks)
+    slices = _plot(page, "plot-slices")["data"]
+    assert [len(trace["x"]) for trace in slices] == [6, 6]  # each parameter, every trial
+    assert all(isinstance(x, int | float) and 0 <= x <= 1 for x in slices[1]["x"]), slices[1]["x"]
+    lines = [t for t in _plot(page, "plot-parcoords")["data"] if t.get("mode") == "lines"]
+    reached = [y for t in lines for y in t["y"] if isinstance(y, float | int) and math.isfinite(y)]
+    assert len(reached) == 6 * (len(space) + 1)  # every trial's line reaches every axis

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from fastapi.testclient import TestClient
 
 from tests.foldwise.test_spec_text import SPEC
@@ -56,3 +58,10 @@ def test_values_yaml_cannot_build_or_json_cannot_carry_are_422s_at_their_line(
         (problem, *_) = response.json()["detail"]
         assert fragment in problem["msg"] and problem["line"] == line, (text[:40], problem)
         assert len(response.content) < 2000
+
+
+def test_json_with_an_escaped_emoji_is_read_as_json_reads_it(api: TestClient) -> None:
+    # json.dumps writes an emoji as a surrogate pair of \u escapes: it was a "lone surrogate"
+    text = json.dumps({"name": "party \U0001f389"})
+    response = api.post("/dashboard/spec", content=text, headers=TEXT)
+    assert response.status_code == 200 and response.json()["spec"]["name"] == "party \U0001f389"

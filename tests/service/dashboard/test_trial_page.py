@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
+from benchmarks.dashboard_scale import wait_until
 from foldwise.schemas import TrialStatus
 from service.db import studies as study_repo
 from service.db import trials as trial_repo
@@ -73,11 +74,11 @@ def test_a_trial_with_epochs_lists_its_metrics_and_draws_them(page, dashboard: D
     curves = page.evaluate("document.getElementById('plot-curves').data")
     assert len(curves) >= FOLDS and max(len(c["y"]) for c in curves) == 5
     page.select_option("#metric", "val_accuracy")
-    page.wait_for_function(
-        "document.getElementById('plot-curves').layout.yaxis.title.text === 'val_accuracy'"
+    wait_until(
+        page, "document.getElementById('plot-curves').layout.yaxis.title.text === 'val_accuracy'"
     )
     page.check("#curves-log")
-    page.wait_for_function("document.getElementById('plot-curves').layout.yaxis.type === 'log'")
+    wait_until(page, "document.getElementById('plot-curves').layout.yaxis.type === 'log'")
     assert page.locator("#plot-curves .empty").count() == 0
 
 
