@@ -18,9 +18,11 @@ def is_loopback(host: str) -> bool:
     if host in LOOPBACK_NAMES:
         return True
     try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
+        address = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
         return False
+    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1, from a dual-stack socket
+    return (mapped or address).is_loopback
 
 
 class Settings(BaseSettings):

@@ -19,6 +19,7 @@ from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBea
 
 from foldwise.schemas import Role
 from service.api.deps import DbDep
+from service.config import is_loopback
 from service.db import tokens as token_repo
 from service.token_admin import hash_secret
 
@@ -50,6 +51,21 @@ class Principal:
 
 ANONYMOUS_ADMIN = Principal("local", Role.ADMIN)
 """Who everyone is when auth is off (allowed on loopback only)."""
+
+
+def anonymous_admin(request: Request) -> Principal:
+    """``ANONYMOUS_ADMIN`` for a request from this machine, when auth is off; a 403 for one from
+    elsewhere. Settings refuse auth off on a host that is not loopback, but an app served some
+    other way (``uvicorn --factory service.app:create_app --host 0.0.0.0``) listens where its
+    server says: the connection's own address is what tells."""
+    client = request.client
+    if client is None or not is_loopback(client.host):
+        where = "an unknown address" if client is None else client.host
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN,
+            f"auth is off (FOLDWISE_AUTH=false), so only this machine is answered, not {where}",
+        )
+    return ANONYMOUS_ADMIN
 
 
 class TokenCache:
@@ -96,7 +112,7 @@ async def get_principal(
     """401 without a valid token; 403 for a cookie-authenticated write from another origin or
     without the CSRF token."""
     if not request.app.state.settings.auth:
-        return ANONYMOUS_ADMIN
+        return anonymous_admin(request)
     secret = bearer.credentials if bearer is not None else cookie
     if not secret:
         raise _unauthorized(

@@ -16,10 +16,10 @@ from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
 from pydantic import BaseModel, Field
 
 from service.api.auth import (
-    ANONYMOUS_ADMIN,
     CSRF_COOKIE,
     TOKEN_COOKIE,
     Principal,
+    anonymous_admin,
     check_same_origin_only,
     check_token,
 )
@@ -40,7 +40,7 @@ async def signed_in(request: Request, db: DbDep) -> Principal:
     """The principal of a page's browser (its cookie, or a bearer token for a script); one not
     signed in is sent to the sign-in page."""
     if not request.app.state.settings.auth:
-        return ANONYMOUS_ADMIN
+        return anonymous_admin(request)
     scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
     secret = bearer if scheme.lower() == "bearer" and bearer else request.cookies.get(TOKEN_COOKIE)
     principal = None if not secret else await check_token(request, db, secret)

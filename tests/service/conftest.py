@@ -16,9 +16,16 @@ from service.db.schema import upgrade_database
 from service.token_admin import create_token
 
 
-def signed_in_client(database_url: str, role: Role = Role.ADMIN, **settings: Any) -> TestClient:
+def signed_in_client(
+    database_url: str,
+    role: Role = Role.ADMIN,
+    *,
+    client_address: tuple[str, int] = ("127.0.0.1", 50000),
+    **settings: Any,
+) -> TestClient:
     """A TestClient of the real app (scheduler off unless ``settings`` say otherwise) whose
-    requests carry a token of ``role``, named after the role; enter it to start the app."""
+    requests carry a token of ``role``, named after the role, and come from
+    ``client_address``; enter it to start the app."""
     settings = {"scheduler_enabled": False, **settings}
     config = Settings(
         database_url=database_url,
@@ -27,7 +34,7 @@ def signed_in_client(database_url: str, role: Role = Role.ADMIN, **settings: Any
         **settings,
     )
     upgrade_database(database_url)
-    client = TestClient(create_app(config))
+    client = TestClient(create_app(config), client=client_address)
     token = create_token(database_url, role.value, role, replace=True) if config.auth else ""
     if token:
         client.headers["Authorization"] = f"Bearer {token}"

@@ -171,6 +171,21 @@ def test_auth_off_only_on_loopback(database_url: str) -> None:
     with signed_in_client(database_url, auth=False) as local:
         local.headers.pop("Authorization", None)
         assert local.post("/studies", json=study_spec()).status_code == 201
+        assert local.get("/dashboard").status_code == 200
+    with signed_in_client(
+        database_url, auth=False, client_address=("::ffff:127.0.0.1", 1)
+    ) as mapped:
+        assert mapped.get("/studies").status_code == 200
+    # served some other way on every interface: a request from elsewhere is refused all the same
+    with signed_in_client(database_url, auth=False, client_address=("192.0.2.7", 1)) as remote:
+        for response in (remote.get("/studies"), remote.post("/studies", json=study_spec())):
+            assert response.status_code == 403
+            assert "only this machine is answered, not 192.0.2.7" in response.json()["detail"]
+        assert remote.get("/dashboard", follow_redirects=False).status_code == 403
+        assert remote.get("/health").status_code == 200
+        assert remote.get("/studies?limit=5").status_code == 403
+    with signed_in_client(database_url, auth=False) as local:
+        assert local.get("/studies").json()["count"] == 1  # the refused submit stored nothing
     for host in ("0.0.0.0", "10.1.2.3", "foldwise.example"):
         with pytest.raises(ValidationError, match="allowed only on a loopback host"):
             Settings(database_url=database_url, auth=False, host=host)
