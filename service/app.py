@@ -23,7 +23,7 @@ from service.api.errors import (
     method_not_allowed_handler,
     validation_error_handler,
 )
-from service.api.http_rules import HttpRules, TooLargeAsJson
+from service.api.http_rules import ErrorsAsJson, HeadAsGet, HttpRules
 from service.api.routes import artifacts, exports, health, insights, metrics, studies, trials
 from service.api.security_headers import SecurityHeaders
 from service.config import Settings, get_settings
@@ -78,14 +78,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 def _wrap_outside(app: FastAPI) -> None:
-    """Put two wrappers outside the middleware stack FastAPI builds: its body limiter answers
-    there (a text/plain 413), so only there is every answer seen (``TooLargeAsJson``,
-    ``SecurityHeaders``). FastAPIOffline makes a FastAPI, so the stack's builder is wrapped
-    on the instance (Starlette builds the stack on the first request)."""
+    """Put three wrappers outside the middleware stack FastAPI builds: its body limiter
+    answers there (a text/plain 413), so only there is every answer seen (``ErrorsAsJson``,
+    ``HeadAsGet``, ``SecurityHeaders``). FastAPIOffline makes a FastAPI, so the stack's
+    builder is wrapped on the instance (Starlette builds the stack on the first request)."""
     build = app.build_middleware_stack
 
     def build_wrapped() -> ASGIApp:
-        return SecurityHeaders(TooLargeAsJson(build()))
+        return SecurityHeaders(HeadAsGet(ErrorsAsJson(build())))
 
     app.build_middleware_stack = build_wrapped  # type: ignore[method-assign]
 

@@ -9,14 +9,16 @@
   or static file name here holds a slash.
 - A body sent with a ``Content-Encoding`` other than ``identity`` (gzip, say) is a 415 whose
   ``Accept-Encoding: identity`` says what is read (RFC 9110 15.5.16), not a 400 about JSON.
-- A body past the limit is a 413 in the JSON every other error has, naming the limit: the body
-  limiter (outside every other middleware) answered ``text/plain`` when the request declared
-  its length (``TooLargeAsJson`` wraps the whole stack).
+- Every error is answered in the JSON routes give (``ErrorsAsJson`` wraps the whole stack):
+  the body limiter (outside every other middleware) answered a 413 in ``text/plain`` when the
+  request declared its length, the host check a 400, and a file download a malformed or
+  unsatisfiable ``Range``.
 """
 
 from __future__ import annotations
 
 import json
+from http import HTTPStatus
 
 from starlette.datastructures import MutableHeaders
 from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
@@ -42,13 +44,21 @@ class HttpOnlyMiddleware:
 
 
 class HttpRules(HttpOnlyMiddleware):
-    """ASGI middleware applying the rules above to every HTTP request."""
+    """ASGI middleware refusing what the rules above refuse."""
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         refused = _refusal(scope)
         if refused is not None:
             await refused(scope, receive, send)
             return
+        await self.app(scope, receive, send)
+
+
+class HeadAsGet(HttpOnlyMiddleware):
+    """ASGI wrapper answering HEAD as GET without the body; it wraps the whole stack, so the
+    headers are those of the answer GET gets, an error made JSON included."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] == "HEAD":
             await self.app({**scope, "method": "GET"}, receive, _without_body(send))
             return
@@ -94,25 +104,67 @@ def _without_body(send: Send) -> Send:
     return send_head
 
 
-class TooLargeAsJson(HttpOnlyMiddleware):
-    """ASGI wrapper answering every 413 as ``{"detail": ...}`` JSON that names the limit."""
+class ErrorsAsJson(HttpOnlyMiddleware):
+    """ASGI wrapper answering every error some part of the stack gives as text in the JSON
+    ``{"detail": ...}`` that routes give: the body limiter's 413 (named with the limit), the
+    host check's 400, a model download's malformed (400) or unsatisfiable (416) ``Range``.
+    Its headers are kept (a 416's ``Content-Range``)."""
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        replaced = False
+        start: Message | None = None
+        text = bytearray()
 
         async def send_json(message: Message) -> None:
-            nonlocal replaced
-            if message["type"] == "http.response.start" and message["status"] == 413:
-                replaced = True
-                limit = scope.get(MAX_BODY_SIZE_SCOPE_KEY)
-                detail = "Content Too Large: the body is larger than the service accepts"
-                body = json.dumps({"detail": f"{detail} ({limit} bytes)" if limit else detail})
-                headers = MutableHeaders(raw=list(message.get("headers", [])))
-                headers["content-type"] = "application/json"
-                headers["content-length"] = str(len(body))
-                await send({**message, "headers": headers.raw})
-                await send({"type": "http.response.body", "body": body.encode()})
-            elif not replaced:  # the original 413's body is dropped
+            nonlocal start
+            if message["type"] == "http.response.start" and _is_text_error(message):
+                start = message
+                return
+            if start is None or message["type"] != "http.response.body":
                 await send(message)
+                return
+            text.extend(message.get("body", b"")[: MAX_TEXT - len(text)])
+            if message.get("more_body", False):
+                return
+            detail = _error_detail(start["status"], text.decode("utf-8", "replace"), scope)
+            body = json.dumps({"detail": detail}).encode()
+            headers = MutableHeaders(raw=list(start.get("headers", [])))
+            headers["content-type"] = "application/json"
+            headers["content-length"] = str(len(body))
+            await send({**start, "headers": headers.raw})
+            await send({"type": "http.response.body", "body": body})
 
         await self.app(scope, receive, send_json)
+
+
+MAX_TEXT = 1000
+"""Bytes of a text error kept as its detail."""
+
+
+def _is_text_error(message: Message) -> bool:
+    """An error in text, or any 413: read from a body sent in chunks, the limit raises an
+    HTTPException whose JSON does not name it."""
+    if message["status"] < 400:
+        return False
+    if message["status"] == 413:
+        return True
+    for key, value in message.get("headers", []):
+        if key.lower() == b"content-type":
+            return value.lower().startswith(b"text/plain")
+    return False
+
+
+def _error_detail(code: int, text: str, scope: Scope) -> str:
+    if code == 413:
+        limit = scope.get(MAX_BODY_SIZE_SCOPE_KEY)
+        detail = "Content Too Large: the body is larger than the service accepts"
+        return f"{detail} ({limit} bytes)" if limit else detail
+    try:
+        phrase = HTTPStatus(code).phrase
+    except ValueError:
+        phrase = "Error"
+    text = text.strip() or (
+        "the Range asked for lies past the end of the file" if code == 416 else ""
+    )
+    if not text or text.lower().startswith(phrase.lower()):
+        return text or phrase
+    return f"{phrase}: {text}"

@@ -119,3 +119,39 @@ def test_fold_jobs_keep_artifacts_under_their_key_and_retries_resume() -> None:
     assert not first.resume and retry.resume
     assert first.checkpoint_every == 1 and first.stopping_rule == "smoothed"
     assert not fold_job(spec, 7, trial, 1).keeps_artifacts
+
+
+def test_a_model_download_takes_a_byte_range_and_answers_a_bad_one_in_json(
+    api: TestClient,
+) -> None:
+    study_id = api.post("/studies", json=study_spec()).json()["id"]
+    _add_trial(api, study_id, 0, 0.5)
+    _save_model(api, study_id, 0, 1)
+    url = f"/studies/{study_id}/trials/0/folds/1/model"
+    whole = api.get(url).content
+    part = api.get(url, headers={"Range": "bytes=0-9"})
+    assert part.status_code == 206 and part.content == whole[:10]
+    assert part.headers["content-range"] == f"bytes 0-9/{len(whole)}"
+    for asked, code, says in [
+        ("bytes=zz", 400, "Bad Request: Range header: range must be requested"),
+        ("bytes=5-1", 400, "Bad Request: Range header: start must be less than end"),
+        ("items=0-1", 400, "Bad Request: Only support bytes range"),
+        (
+            f"bytes={len(whole) + 5}-",
+            416,
+            "Requested Range Not Satisfiable: the Range asked for lies past",
+        ),
+    ]:
+        response = api.get(url, headers={"Range": asked})
+        assert response.status_code == code, asked
+        assert response.headers["content-type"] == "application/json"
+        assert response.json()["detail"].startswith(says), response.json()
+        head = api.head(url, headers={"Range": asked})  # the same answer, without the body
+        assert (head.status_code, head.content) == (code, b"")
+        assert head.headers["content-length"] == response.headers["content-length"]
+    unsatisfiable = api.get(url, headers={"Range": f"bytes={len(whole) + 5}-"})
+    assert unsatisfiable.headers["content-range"] == f"bytes */{len(whole)}"
+    spec = api.get("/openapi.json").json()["paths"][
+        "/studies/{study_id}/trials/{number}/folds/{fold}/model"
+    ]
+    assert {"206", "400", "416"} <= set(spec["get"]["responses"])

@@ -165,3 +165,11 @@ def test_a_header_given_twice_that_must_be_once_is_400(api: TestClient, name: st
     response = api.post("/studies", content=json.dumps(study_spec()).encode(), headers=headers)
     assert response.status_code == 400 and name in response.json()["detail"]
     assert api.get("/studies").json()["count"] == 0
+
+
+def test_a_host_the_service_does_not_answer_is_a_json_400(api: TestClient) -> None:
+    # the host check answered text/plain "Invalid host header"
+    response = api.get("/studies", headers={"Host": "attacker.example"})
+    assert response.status_code == 400
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == {"detail": "Bad Request: Invalid host header"}

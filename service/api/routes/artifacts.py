@@ -24,7 +24,7 @@ from service.api.deps import (
     study_or_404,
     trial_or_404,
 )
-from service.api.errors import documented
+from service.api.errors import ErrorMessage, documented
 from service.artifact_store import artifact_store, fold_model_key
 from service.db import studies as study_repo
 from service.db.models import StudyRow, TrialRow
@@ -33,6 +33,18 @@ from trainers.timeline import trial_trace
 router = APIRouter(prefix="/studies/{study_id}", tags=["artifacts"], responses=documented(404))
 
 Fold = Annotated[decimal_int(0, 99), Path(description="The fold, 0 to K - 1")]
+
+MODEL_FILE = {
+    200: {"content": {"application/octet-stream": {}}, "description": "The model file"},
+    206: {
+        "content": {"application/octet-stream": {}},
+        "description": "The bytes a Range header asked for (a download taken up again)",
+    },
+    400: {"model": ErrorMessage, "description": "A malformed Range header"},
+    416: {"model": ErrorMessage, "description": "A Range past the end of the file"},
+}
+"""The answers of a model download: a saved file takes byte ranges (a model in remote storage
+is sent whole, 200, whatever the Range)."""
 
 
 @router.get("/trials/{number}/timeline", response_model=dict[str, Any])
@@ -50,7 +62,9 @@ async def get_timeline(study_id: StudyId, number: TrialNumber, db: DbDep) -> JSO
     )
 
 
-@router.get("/trials/{number}/folds/{fold}/model", response_class=FileResponse)
+@router.get(
+    "/trials/{number}/folds/{fold}/model", response_class=FileResponse, responses=MODEL_FILE
+)
 async def get_fold_model(
     study_id: StudyId, number: TrialNumber, fold: Fold, db: DbDep, settings: SettingsDep
 ) -> Response:
@@ -64,7 +78,7 @@ async def get_fold_model(
     return await _model_file(settings.artifact_dir, study, trial, fold)
 
 
-@router.get("/best/folds/{fold}/model", response_class=FileResponse)
+@router.get("/best/folds/{fold}/model", response_class=FileResponse, responses=MODEL_FILE)
 async def get_best_model(
     study_id: StudyId, fold: Fold, db: DbDep, settings: SettingsDep
 ) -> Response:
