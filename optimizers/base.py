@@ -82,7 +82,9 @@ class BaseOptimizer(ABC):
     def configure(self, **options: Any) -> None:
         """Take algorithm options; the default accepts none."""
         if options:
-            raise ValueError(f"unknown options for {type(self).__name__}: {sorted(options)}")
+            names = sorted(options)
+            message = f"unknown options for {type(self).__name__}: {names}"
+            raise OptionError(names[0], message)
 
     def update(self, completed: Sequence[Observation], pending: Sequence[dict[str, Any]]) -> None:
         """Replace the optimizer's view of the study with ``completed`` and ``pending``."""
@@ -139,28 +141,36 @@ def check_count(count: int) -> int:
     return int(count)
 
 
+class OptionError(ValueError):
+    """A bad optimizer option: ``name`` is the option's key, so an error can point at it."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
 def int_option(name: str, value: Any, *, minimum: int, maximum: int) -> int:
     """Validate an integer option inside ``[minimum, maximum]`` (bools and floats are refused);
     the maximum keeps a study that was accepted runnable (no fit or population too large to
     compute or hold)."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise ValueError(f"option {name} must be an integer, got {value!r}")
+        raise OptionError(name, f"option {name} must be an integer, got {value!r}")
     if not minimum <= value <= maximum:
-        raise ValueError(f"option {name} must lie in [{minimum}, {maximum}], got {value!r}")
+        raise OptionError(name, f"option {name} must lie in [{minimum}, {maximum}], got {value!r}")
     return int(value)
 
 
 def float_option(name: str, value: Any, *, minimum: float, maximum: float = math.inf) -> float:
     """Validate a finite numeric option inside ``[minimum, maximum]``."""
     if isinstance(value, bool) or not isinstance(value, int | float | np.number):
-        raise ValueError(f"option {name} must be a number, got {value!r}")
+        raise OptionError(name, f"option {name} must be a number, got {value!r}")
     if not (math.isfinite(value) and minimum <= value <= maximum):
-        raise ValueError(f"option {name} must lie in [{minimum}, {maximum}], got {value!r}")
+        raise OptionError(name, f"option {name} must lie in [{minimum}, {maximum}], got {value!r}")
     return float(value)
 
 
 def choice_option(name: str, value: Any, choices: Collection[str]) -> str:
     """Validate an option that names one of ``choices``."""
     if value not in choices:
-        raise ValueError(f"option {name} must be one of {sorted(choices)}, got {value!r}")
+        raise OptionError(name, f"option {name} must be one of {sorted(choices)}, got {value!r}")
     return str(value)

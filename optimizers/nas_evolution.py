@@ -15,7 +15,13 @@ from typing import Any
 import numpy as np
 
 from foldwise.space import CategoricalParam
-from optimizers.base import BaseOptimizer, check_count, float_option, int_option
+from optimizers.base import (
+    BaseOptimizer,
+    OptionError,
+    check_count,
+    float_option,
+    int_option,
+)
 from optimizers.encoding import SpaceEncoding
 from optimizers.sampling import RETRIES, config_key, sample_unique
 
@@ -47,7 +53,7 @@ class NASEvolutionOptimizer(BaseOptimizer):
         size = max(2, self.population // 4) if sample_size is None else sample_size
         self.sample_size = int_option("sample_size", size, minimum=1, maximum=10_000)
         if self.sample_size > self.population:
-            raise ValueError("option sample_size must not exceed population")
+            raise OptionError("sample_size", "option sample_size must not exceed population")
         self.numeric_step = float_option("numeric_step", numeric_step, minimum=1e-3, maximum=1)
         self.encoding = SpaceEncoding(self.space)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from foldwise.space import Param
 from foldwise.spec import Direction
-from optimizers.base import BaseOptimizer
+from optimizers.base import BaseOptimizer, OptionError
 
 _OPTIMIZERS: dict[str, str] = {
     "random": "optimizers.random_search:RandomOptimizer",
@@ -50,6 +50,7 @@ def create_optimizer(
         raise ValueError(f"option names must be strings, got {bad_keys!r}")
     reserved = sorted(set(options or {}) & {"direction", "seed", "budget"})
     if reserved:
-        raise ValueError(f"{', '.join(reserved)} come from the study, not from options")
+        message = f"{', '.join(reserved)} come from the study, not from options"
+        raise OptionError(reserved[0], message)
     cls = optimizer_class(name)
     return cls(space, direction=direction, seed=seed, budget=budget, **dict(options or {}))

@@ -10,6 +10,7 @@ from typing import Any
 from fastapi.exceptions import RequestValidationError
 
 from foldwise.spec import StudySpec
+from optimizers.base import OptionError
 from service.cluster_fit import NodeCapacity, fold_fit_problem
 from service.study_optimizer import build_optimizer
 from service.task_policy import task_choices, task_kind, task_name_problem
@@ -55,6 +56,9 @@ def check_runnable(
         raise _invalid(problem.loc, problem.message, None)
     try:
         build_optimizer(spec)
+    except OptionError as exc:  # at the option itself, as a model's error would be
+        value = spec.optimizer.options.get(exc.name)
+        raise _invalid(("optimizer", "options", exc.name), str(exc), value) from exc
     except (ValueError, TypeError, OverflowError) as exc:
         raise _invalid(("optimizer", "options"), str(exc), spec.optimizer.options) from exc
 

@@ -49,11 +49,23 @@ def test_seed_defaults_the_optimizer_seed(api: TestClient) -> None:
         ({"trainer": {"task": "tests.no_such_module:task"}}, ["body", "trainer", "task"]),
         (
             {"optimizer": {"name": "random", "options": {"bogus": 1}}},
-            ["body", "optimizer", "options"],
+            ["body", "optimizer", "options", "bogus"],
         ),
         (  # accepted, it would hang the scheduler at its first model-based suggestion
             {"optimizer": {"name": "gp", "options": {"candidates": 10**18}}},
-            ["body", "optimizer", "options"],
+            ["body", "optimizer", "options", "candidates"],
+        ),
+        (
+            {"optimizer": {"name": "gp", "options": {"xi": 0.1, "liar": "truth"}}},
+            ["body", "optimizer", "options", "liar"],
+        ),
+        (
+            {"optimizer": {"name": "gp", "options": {"n_initial": 5, "zeta": 1}}},
+            ["body", "optimizer", "options", "zeta"],
+        ),
+        (
+            {"optimizer": {"name": "evolution", "options": {"seed": 1}}},
+            ["body", "optimizer", "options", "seed"],
         ),
     ],
 )
