@@ -7,7 +7,7 @@ a plain ``dict`` of parameter name to value that holds exactly the *active* para
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -196,9 +196,6 @@ def condition_order(space: Mapping[str, Param]) -> list[str]:
                 raise ConditionError(name, dep, f"condition refers to unknown parameter {dep!r}")
             if dep == name:
                 raise ConditionError(name, dep, "a condition cannot refer to its own parameter")
-            if not can_hold(space[name].when[dep], space[dep]):  # type: ignore[index]
-                reason = f"no value of {dep!r} ({_values_of(space[dep])}) passes this condition"
-                raise ConditionError(name, dep, reason)
             visit(dep, (*path, name))
         state[name] = "done"
         order.append(name)
@@ -208,21 +205,46 @@ def condition_order(space: Mapping[str, Param]) -> list[str]:
     return order
 
 
+def check_conditions_can_hold(space: Mapping[str, Param]) -> None:
+    """``ConditionError`` at the first condition no value of its parameter passes: checked
+    where a space is accepted (it costs more than ``condition_order``, which runs on every
+    projection), after ``condition_order`` found every parameter a condition reads."""
+    for name, param in space.items():
+        for dep, comparison in (param.when or {}).items():
+            if not can_hold(comparison, space[dep]):
+                reason = f"no value of {dep!r} ({_values_of(space[dep])}) passes this condition"
+                raise ConditionError(name, dep, reason)
+
+
 def can_hold(comparison: Comparison, param: Param) -> bool:
     """Whether some value ``param`` can take passes ``comparison``: a condition that never
     holds (a value that is not a choice, an empty ``in``, ``gt`` on text) leaves its parameter
     never sampled, a typo that costs a whole study."""
+    listed = [comparison.eq] if comparison.eq is not None else comparison.in_
+    if listed is not None:  # only a listed value can pass
+        candidates: Iterable[Any] = (v for v in listed if _takes(param, v))
+    elif isinstance(param, CategoricalParam):
+        candidates = param.choices
+    else:
+        candidates = _candidates(comparison, param)
+    return any(comparison.holds(value) for value in candidates)
+
+
+def _takes(param: Param, value: Any) -> bool:
+    """Whether ``value`` is one ``param`` can take (as a condition compares it)."""
     if isinstance(param, CategoricalParam):
-        return any(comparison.holds(choice) for choice in param.choices)
-    return any(comparison.holds(value) for value in _candidates(comparison, param))
+        return value in param.choices
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    whole = not isinstance(param, IntParam) or float(value).is_integer()
+    return whole and param.low <= value <= param.high
 
 
 def _candidates(comparison: Comparison, param: FloatParam | IntParam) -> set[float]:
     """Values of a numeric ``param`` that include one passing ``comparison`` if any does: its
     bounds, the comparison's own values, and points between each two of them (two, so that a
     ``ne`` cannot hide a whole interval)."""
-    given = [comparison.eq, comparison.gt, comparison.gte, comparison.lt, comparison.lte]
-    given += comparison.in_ or []
+    given = [comparison.ne, comparison.gt, comparison.gte, comparison.lt, comparison.lte]
     numbers = {float(v) for v in given if isinstance(v, int | float) and not isinstance(v, bool)}
     marks = sorted(v for v in {param.low, param.high, *numbers} if param.low <= v <= param.high)
     points = set(marks)

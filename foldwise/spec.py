@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
@@ -45,10 +46,15 @@ from foldwise.limits import (
     MIN_GPU_FRACTION,
     TASK_NAME,
 )
-from foldwise.space import ConditionError, Param, condition_order
+from foldwise.space import ConditionError, Param, check_conditions_can_hold, condition_order
 
 OPTIMIZER_NAMES = ("random", "gp", "evolution", "nas_evolution")
 """Optimizers a spec may name; the service's registry implements exactly these."""
+
+STORED = "stored"
+"""Validation context key (``{STORED: True}``) of a spec read back from the database: it was
+accepted when it was submitted, so checks added since (a condition that can never hold) are
+not made again and a study queued before them still runs."""
 
 
 def _small_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -346,7 +352,7 @@ class StudySpec(_Strict):
 
     @field_validator("space")
     @classmethod
-    def _check_space(cls, space: dict[str, Param]) -> dict[str, Param]:
+    def _check_space(cls, space: dict[str, Param], info: ValidationInfo) -> dict[str, Param]:
         if not space:
             raise ValueError("the search space needs at least one parameter")
         for name in space:
@@ -358,6 +364,8 @@ class StudySpec(_Strict):
                 raise _space_error((name[:MAX_NAME_LENGTH],), message)
         try:
             condition_order(space)
+            if not (info.context or {}).get(STORED):
+                check_conditions_can_hold(space)
         except ConditionError as exc:
             raise _space_error(exc.loc, exc.reason) from exc
         return space

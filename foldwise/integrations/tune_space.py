@@ -34,8 +34,16 @@ from ray.tune.search.sample import (
 )
 from ray.tune.search.variant_generator import parse_spec_vars
 
-from foldwise.space import CategoricalParam, FloatParam, IntParam, Param, active_names, contains
-from foldwise.space import condition_order as check_conditions
+from foldwise.space import (
+    CategoricalParam,
+    FloatParam,
+    IntParam,
+    Param,
+    active_names,
+    check_conditions_can_hold,
+    condition_order,
+    contains,
+)
 
 _SPACE: TypeAdapter[dict[str, Param]] = TypeAdapter(dict[str, Param])
 
@@ -166,7 +174,8 @@ def space_from_foldwise(space: Mapping[str, Any]) -> SearchSpace:
         raise ValueError(f"invalid search space: {_first_error(exc)}") from None
     if not params:
         raise ValueError("the search space needs at least one parameter")
-    check_conditions(params)  # a ConditionError (ValueError) naming the parameter
+    condition_order(params)  # a ConditionError (ValueError) naming the parameter
+    check_conditions_can_hold(params)
     return SearchSpace(params, {name: Placement((name,)) for name in params})
 
 

@@ -25,7 +25,7 @@ import traceback
 from datetime import UTC, datetime, timedelta
 
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
-from foldwise.spec import StudySpec
+from foldwise.spec import STORED, StudySpec
 from optimizers import BaseOptimizer, Observation
 from service.cluster_fit import fold_capacity
 from service.db.models import utcnow
@@ -111,7 +111,7 @@ class StudyRunner:
         start = await self.store.begin_study(self.study_id)
         if start is None:  # deleted before it started
             return
-        spec = StudySpec.model_validate(start.spec)
+        spec = StudySpec.model_validate(start.spec, context={STORED: True})
         self.warm = await self.store.warm_start(self.study_id)
         optimizer = build_optimizer(spec, warm_observations=len(self.warm))
         self.context = StudyContext(

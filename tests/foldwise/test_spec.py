@@ -20,7 +20,7 @@ from foldwise.space import (
     contains,
     project,
 )
-from foldwise.spec import StudySpec
+from foldwise.spec import STORED, StudySpec
 
 DESIGN_EXAMPLE = """
 name: digits-mlp
@@ -501,4 +501,20 @@ def test_a_condition_that_can_never_hold_is_refused_at_it(doc, on: str, when: An
 )
 def test_a_condition_some_value_passes_is_kept(doc, when: dict[str, Any]) -> None:
     doc["space"]["width_2"]["when"] = when
+    assert StudySpec.model_validate(doc).space["width_2"].when is not None
+
+
+def test_a_stored_spec_is_read_back_without_checks_added_since(doc) -> None:
+    # a study queued before conditions were checked for values that pass them still runs
+    doc["space"]["width_2"]["when"] = {"act": "sigmoid"}
+    with pytest.raises(ValidationError):
+        StudySpec.model_validate(doc)
+    stored = StudySpec.model_validate(doc, context={STORED: True})
+    assert stored.space["width_2"].when["act"].eq == "sigmoid"
+
+
+def test_a_long_in_list_on_an_int_is_checked_from_its_values(doc) -> None:
+    doc["space"]["width_2"]["when"] = {"depth": {"in": [x + 0.5 for x in range(200)]}}
+    assert_rejected(doc, ("space", "width_2", "when", "depth"))
+    doc["space"]["width_2"]["when"] = {"depth": {"in": [x + 0.5 for x in range(200)] + [2]}}
     assert StudySpec.model_validate(doc).space["width_2"].when is not None
