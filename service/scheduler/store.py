@@ -25,6 +25,7 @@ from service.db import trials as trial_repo
 from service.db import warm_start as warm_repo
 from service.db.engine import SessionRunner
 from service.db.models import StudyRow, TrialRow, utcnow
+from service.db.trials import STOPPED_ERROR
 from service.metrics import FOLDS_ENDED, TRIALS_ENDED
 from service.scheduler.racing import Incumbent
 
@@ -316,10 +317,11 @@ class SchedulerStore:
 def _finish_study(
     session: Session, study: StudyRow, status: StudyStatus, error: str | None
 ) -> None:
-    """Mark the study ended; trials still open fail with the reason, so nothing stays running
-    inside a finished study."""
+    """Mark the study ended; trials still open fail with the reason (a stop's own, which a warm
+    start knows), so nothing stays running inside a finished study."""
     study_repo.mark_study(session, study, status, error=error)
-    reason = error or f"the study ended ({status}) while this trial ran"
+    ended = STOPPED_ERROR if status is StudyStatus.STOPPED else None
+    reason = error or ended or f"the study ended ({status}) while this trial ran"
     closed = trial_repo.fail_unfinished_trials(session, study.id, error=reason)
     fold_repo.close_open_fold_runs(session, closed)
 

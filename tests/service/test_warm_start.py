@@ -356,3 +356,20 @@ def test_trials_a_stop_cut_short_are_not_taken_as_failures(api: TestClient) -> N
         (0, TrialStatus.COMPLETED),
         (1, TrialStatus.FAILED),
     ]
+
+
+def test_trials_of_a_study_stopped_while_no_scheduler_ran_it_are_not_taken_either(
+    api: TestClient, db: SessionRunner
+) -> None:
+    # stopped while the service was down: the next scheduler closes its open trials at start
+    source = _study(api, space=SQUARE)["id"]
+    _finish(api, source, [({"x": 0.1, "y": 0.5}, TrialStatus.COMPLETED, 0.3)])
+    with api.app.state.sessions.begin() as session:
+        trial_repo.create_trial(session, source, {"x": 0.5, "y": 0.5}, number=1)
+    assert api.post(f"/studies/{source}/stop").status_code == 202
+    assert asyncio.run(SchedulerStore(db).begin_study(source)) is None
+    with api.app.state.sessions() as session:
+        closed = trial_repo.get_trial(session, source, 1)
+        assert (closed.status, closed.error) == (TrialStatus.FAILED, STOPPED_ERROR)
+    study = _study(api, space=SQUARE, warm_start={"studies": [source]})
+    assert study["warm_start"] == {"studies": [source], "observations": 1, "skipped": 0}
