@@ -11,6 +11,7 @@ and reads only UTF-8 (``json.loads`` of bytes also takes UTF-16 and UTF-32).
 
 from __future__ import annotations
 
+import codecs
 import json
 import sys
 from collections.abc import Callable, Coroutine
@@ -41,10 +42,12 @@ class _LongInt:
 def parse_json_body(body: bytes) -> Any:
     """``body`` as JSON; ``HTTPException`` 422, in the shape of a validation error, at the
     first key repeated in an object or integer too long to read."""
+    bom = len(codecs.BOM_UTF8) if body.startswith(codecs.BOM_UTF8) else 0
     try:  # JSON is UTF-8 (RFC 8259); Python would also read UTF-16 and UTF-32
-        text = body.decode("utf-8-sig")
+        text = body[bom:].decode("utf-8")
     except UnicodeDecodeError as exc:
-        detail = f"The body is not UTF-8 JSON: byte {body[exc.start]:#04x} at {exc.start}"
+        at = bom + exc.start  # in the body as sent, its BOM included
+        detail = f"The body is not UTF-8 JSON: byte {body[at]:#04x} at {at}"
         raise HTTPException(status.HTTP_400_BAD_REQUEST, detail) from None
     repeated: list[tuple[dict[str, Any], str]] = []
     long_ints: list[_LongInt] = []

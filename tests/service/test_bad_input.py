@@ -148,6 +148,14 @@ def test_a_body_not_in_utf_8_is_400_and_stores_nothing(api: TestClient, encoding
     assert api.post("/studies", content=with_bom, headers=JSON).status_code == 201
 
 
+def test_the_byte_not_in_utf_8_is_named_where_it_lies_in_the_body(api: TestClient) -> None:
+    for prefix in (b"", b"\xef\xbb\xbf"):  # counted in the body as sent, a BOM included
+        body = prefix + b'{"name": "caf\xe9"}'
+        response = api.post("/studies", content=body, headers=JSON)
+        assert response.status_code == 400
+        assert response.json()["detail"].endswith(f"byte 0xe9 at {len(prefix) + 13}")
+
+
 @pytest.mark.parametrize(
     ("path", "body", "content_type"),
     [
