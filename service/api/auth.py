@@ -10,6 +10,7 @@ service's own origin. A bearer token is never sent by a browser on its own.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import time
 from dataclasses import dataclass
 from typing import Annotated
@@ -57,15 +58,41 @@ def anonymous_admin(request: Request) -> Principal:
     """``ANONYMOUS_ADMIN`` for a request from this machine, when auth is off; a 403 for one from
     elsewhere. Settings refuse auth off on a host that is not loopback, but an app served some
     other way (``uvicorn --factory service.app:create_app --host 0.0.0.0``) listens where its
-    server says: the connection's own address is what tells."""
-    client = request.client
-    if client is None or not is_loopback(client.host):
-        where = "an unknown address" if client is None else client.host
+    server says: the connection tells. Its client and the address it reached must be loopback
+    (a server that trusts ``X-Forwarded-For`` from anywhere rewrites the client, never the
+    address reached), and a request a proxy relayed is refused, as it may come from anywhere."""
+    problem = _not_from_this_machine(request)
+    if problem is not None:
         raise HTTPException(
             status.HTTP_403_FORBIDDEN,
-            f"auth is off (FOLDWISE_AUTH=false), so only this machine is answered, not {where}",
+            f"auth is off (FOLDWISE_AUTH=false), so only this machine is answered: {problem}",
         )
     return ANONYMOUS_ADMIN
+
+
+_RELAYED = ("forwarded", "x-forwarded-for", "x-real-ip")
+"""Headers a proxy adds to a request it relays."""
+
+
+def _not_from_this_machine(request: Request) -> str | None:
+    client, server = request.client, request.scope.get("server")
+    if client is None or not is_loopback(client.host):
+        return f"not {'an unknown address' if client is None else client.host}"
+    if server and _is_address(str(server[0])) and not is_loopback(str(server[0])):
+        return f"the request reached {server[0]}"
+    relayed = [name for name in _RELAYED if name in request.headers]
+    if relayed:
+        return f"a request a proxy relayed ({relayed[0]}) may come from anywhere"
+    return None
+
+
+def _is_address(host: str) -> bool:
+    """Whether ``host`` is an IP address (a server's socket), not a name or a socket path."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
 
 
 class TokenCache:

@@ -180,12 +180,33 @@ def test_auth_off_only_on_loopback(database_url: str) -> None:
     with signed_in_client(database_url, auth=False, client_address=("192.0.2.7", 1)) as remote:
         for response in (remote.get("/studies"), remote.post("/studies", json=study_spec())):
             assert response.status_code == 403
-            assert "only this machine is answered, not 192.0.2.7" in response.json()["detail"]
+            assert "only this machine is answered: not 192.0.2.7" in response.json()["detail"]
         assert remote.get("/dashboard", follow_redirects=False).status_code == 403
         assert remote.get("/health").status_code == 200
         assert remote.get("/studies?limit=5").status_code == 403
     with signed_in_client(database_url, auth=False) as local:
         assert local.get("/studies").json()["count"] == 1  # the refused submit stored nothing
+        relayed = local.get("/studies", headers={"X-Forwarded-For": "203.0.113.9"})
+        assert relayed.status_code == 403 and "x-forwarded-for" in relayed.json()["detail"]
+        assert local.get("/dashboard", headers={"Forwarded": "for=203.0.113.9"}).status_code == 403
+
+
+def test_auth_off_refuses_a_request_that_reached_an_address_not_loopback(
+    database_url: str,
+) -> None:
+    # uvicorn with --forwarded-allow-ips '*' makes "X-Forwarded-For: 127.0.0.1" the client;
+    # the address the connection reached is the server's own socket, which no header rewrites
+    with signed_in_client(database_url, auth=False) as local:
+        app = local.app
+
+        async def reached_from_outside(scope, receive, send):  # noqa: ANN001 - ASGI
+            await app({**scope, "server": ("192.0.2.2", 8000)}, receive, send)
+
+        outside = TestClient(reached_from_outside, client=("127.0.0.1", 1))  # app started above
+        response = outside.get("/studies", headers={"Host": "127.0.0.1"})
+        assert response.status_code == 403
+        assert "the request reached 192.0.2.2" in response.json()["detail"]
+        assert local.get("/studies").status_code == 200
     for host in ("0.0.0.0", "10.1.2.3", "foldwise.example"):
         with pytest.raises(ValidationError, match="allowed only on a loopback host"):
             Settings(database_url=database_url, auth=False, host=host)
