@@ -36,17 +36,24 @@ export async function api(path, options = {}) {
 export async function signOut(event) {
   const button = event?.currentTarget; // gone from the event once it has been dispatched
   signingOut = true;
+  let said = "the service did not answer: try again";
   for (let attempt = 0; attempt < 3; attempt += 1) {
+    let response;
     try {
-      await fetch("/dashboard/session", { method: "DELETE" });
+      response = await fetch("/dashboard/session", { method: "DELETE" });
+    } catch {
+      continue; // no answer: ask again
+    }
+    if (response.ok) {
       location.assign("/dashboard/sign-in");
       return;
-    } catch {
-      // no answer: ask again
     }
+    const body = await response.json().catch(() => ({}));
+    said = `refused: ${body.detail ?? response.status}`; // the session is still open
+    break;
   }
   signingOut = false;
-  if (button) button.textContent = "Sign out (the service did not answer: try again)";
+  if (button) button.textContent = `Sign out (${said})`;
 }
 
 /** An element with attributes (class, text, href, …) and children. */

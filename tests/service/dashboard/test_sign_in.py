@@ -89,3 +89,19 @@ def test_sign_out_that_never_gets_an_answer_says_so_and_stays(fresh_page, dashbo
     page.wait_for_selector("#sign-out:has-text('did not answer')")
     assert page.url.endswith("/dashboard")  # not the sign-in page: the session is still open
     assert "foldwise_token" in {c["name"] for c in page.context.cookies()}
+
+
+def test_sign_out_the_service_refuses_says_why_and_stays(fresh_page, dashboard) -> None:
+    page = fresh_page
+    sign_in(page.context, dashboard.url, dashboard.token)
+    open_ready(page, "/dashboard")
+
+    # the service's answer to an Origin not its own (behind a proxy that changes the scheme,
+    # say); Chromium keeps the Origin it sends, so the answer is given here
+    detail = "refused a cross-site request (Origin 'https://127.0.0.1')"
+    answer = {"status": 403, "json": {"detail": detail}}
+    page.route("**/dashboard/session", lambda route: route.fulfill(**answer))
+    page.click("#sign-out")
+    page.wait_for_selector("#sign-out:has-text('refused: refused a cross-site request')")
+    assert page.url.endswith("/dashboard")  # not the sign-in page: the session is still open
+    assert "foldwise_token" in {c["name"] for c in page.context.cookies()}
