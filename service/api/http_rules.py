@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from http import HTTPStatus
 
@@ -114,7 +115,19 @@ class ErrorsAsJson(HttpOnlyMiddleware):
         start: Message | None = None
         text = bytearray()
 
-        async def send_json(message: Message) -> None:
+        async def send_json() -> None:
+            nonlocal start
+            assert start is not None
+            held, start = start, None
+            detail = _error_detail(held["status"], text.decode("utf-8", "replace"), scope)
+            body = json.dumps({"detail": detail}).encode()
+            headers = MutableHeaders(raw=list(held.get("headers", [])))
+            headers["content-type"] = "application/json"
+            headers["content-length"] = str(len(body))
+            await send({**held, "headers": headers.raw})
+            await send({"type": "http.response.body", "body": body})
+
+        async def send_or_hold(message: Message) -> None:
             nonlocal start
             if message["type"] == "http.response.start" and _is_text_error(message):
                 start = message
@@ -123,17 +136,15 @@ class ErrorsAsJson(HttpOnlyMiddleware):
                 await send(message)
                 return
             text.extend(message.get("body", b"")[: MAX_TEXT - len(text)])
-            if message.get("more_body", False):
-                return
-            detail = _error_detail(start["status"], text.decode("utf-8", "replace"), scope)
-            body = json.dumps({"detail": detail}).encode()
-            headers = MutableHeaders(raw=list(start.get("headers", [])))
-            headers["content-type"] = "application/json"
-            headers["content-length"] = str(len(body))
-            await send({**start, "headers": headers.raw})
-            await send({"type": "http.response.body", "body": body})
+            if not message.get("more_body", False):
+                await send_json()
 
-        await self.app(scope, receive, send_json)
+        try:
+            await self.app(scope, receive, send_or_hold)
+        finally:  # an answer begun and never ended (the app raised) goes out as it came
+            if start is not None:
+                with contextlib.suppress(Exception):  # the app's own error is the one raised
+                    await send_json()
 
 
 MAX_TEXT = 1000

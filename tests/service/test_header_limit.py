@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -109,11 +110,11 @@ def test_a_huge_head_is_refused_before_it_is_all_sent(port: int) -> None:
                 sent += 65536
         except (BrokenPipeError, ConnectionResetError):
             pass
-        try:
+        responses = []
+        with contextlib.suppress(ConnectionResetError):  # bytes left unread reset the socket
             responses = _read_responses(sock, 1)
-        except ConnectionResetError:  # the 431 was sent, then unread bytes reset the socket
-            responses = [b"HTTP/1.1 431 (reset before it was read)"]
-    assert sent < 100 * 2**20 and responses[0].startswith(b"HTTP/1.1 431")
+    assert sent < 100 * 2**20  # the service closed the connection long before
+    assert all(r.startswith(b"HTTP/1.1 431") for r in responses), responses
     with socket.create_connection(("127.0.0.1", port)) as sock:  # still serving
         sock.sendall(_request(10))
         assert _read_responses(sock, 1)[0].startswith(b"HTTP/1.1 200")
