@@ -57,13 +57,30 @@ class HttpRules(HttpOnlyMiddleware):
 
 class HeadAsGet(HttpOnlyMiddleware):
     """ASGI wrapper answering HEAD as GET without the body; it wraps the whole stack, so the
-    headers are those of the answer GET gets, an error made JSON included."""
+    headers are those of the answer GET gets, an error made JSON included. The answer ends at
+    its first body chunk, and the app is stopped there: a HEAD of a model file or a CSV export
+    reads no more than its first chunk."""
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["method"] == "HEAD":
-            await self.app({**scope, "method": "GET"}, receive, _without_body(send))
+        if scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+
+        async def send_head(message: Message) -> None:
+            if message["type"] != "http.response.body":
+                await send(message)
+                return
+            await send({"type": "http.response.body", "body": b""})
+            raise _HeadAnswered
+
+        try:
+            await self.app({**scope, "method": "GET"}, receive, send_head)
+        except* _HeadAnswered:  # a streaming answer's task group may wrap it
+            pass
+
+
+class _HeadAnswered(Exception):
+    """Raised into the app once a HEAD's answer has ended: what it goes on making is unsent."""
 
 
 _ONCE = (b"host", b"authorization", b"content-length", b"content-type")
@@ -92,17 +109,6 @@ def _header(scope: Scope, name: bytes) -> str:
         if key.lower() == name:
             return value.decode("latin-1")
     return ""
-
-
-def _without_body(send: Send) -> Send:
-    """``send`` with every body chunk emptied (headers, Content-Length included, kept)."""
-
-    async def send_head(message: Message) -> None:
-        if message["type"] == "http.response.body":
-            message = {**message, "body": b""}
-        await send(message)
-
-    return send_head
 
 
 class ErrorsAsJson(HttpOnlyMiddleware):

@@ -11,7 +11,7 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
-from service.api.http_rules import ErrorsAsJson
+from service.api.http_rules import ErrorsAsJson, HeadAsGet
 from tests.service.study_specs import study_spec
 
 JSON = {"content-type": "application/json"}
@@ -194,3 +194,38 @@ def test_a_text_error_whose_app_raises_before_its_end_still_goes_out_as_json() -
     start, body = sent
     assert start["status"] == 400 and (b"x-kept", b"1") in start["headers"]
     assert json.loads(body["body"]) == {"detail": "Bad Request: Half of"}
+
+
+def test_head_stops_the_app_at_the_first_chunk_of_its_body() -> None:
+    # a HEAD of a model file or a CSV export made and threw away the whole body
+    made: list[int] = []
+
+    async def streaming(scope, receive, send) -> None:  # noqa: ANN001 - ASGI
+        assert scope["method"] == "GET"
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for chunk in range(100):
+            made.append(chunk)
+            await send({"type": "http.response.body", "body": b"x" * 10, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    sent: list[dict] = []
+
+    async def collect(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "HEAD", "path": "/", "headers": []}
+    asyncio.run(HeadAsGet(streaming)(scope, None, collect))
+    assert made == [0]
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+    assert sent[1]["body"] == b"" and not sent[1].get("more_body")
+
+
+def test_head_of_a_csv_export_and_a_model_answers_and_the_service_goes_on(
+    api: TestClient,
+) -> None:
+    study_id = api.post("/studies", json=study_spec()).json()["id"]
+    for _ in range(3):
+        head = api.head(f"/studies/{study_id}/trials.csv")
+        assert (head.status_code, head.content) == (200, b"")
+        assert head.headers["content-type"].startswith("text/csv")
+    assert api.get(f"/studies/{study_id}/trials.csv").text.startswith('"number",')
