@@ -15,6 +15,8 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from foldwise.limits import MAX_DEPTH
+
 MAX_NODES = 20_000
 """Values a document may expand to, aliases included (a 100-parameter spec has ~1,500)."""
 
@@ -30,6 +32,16 @@ class Loader(yaml.SafeLoader):
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self.composed = 0
+
+    def fetch_flow_collection_start(self, token_class: type) -> None:
+        """Refuse ``[`` or ``{`` past ``MAX_DEPTH`` levels as it is read: the scanner's work
+        for every token grows with the flow level (3 kB of ``[`` took a second of CPU before
+        the composer's recursion gave up)."""
+        if self.flow_level >= MAX_DEPTH:
+            line = self.get_mark().line + 1
+            message = f"cannot parse {self.name}: it is nested more than {MAX_DEPTH} levels deep"
+            raise SpecTextError(message, line)
+        super().fetch_flow_collection_start(token_class)  # type: ignore[misc]
 
     def compose_node(self, parent: Node | None, index: object) -> Node | None:
         self.composed += 1

@@ -90,12 +90,15 @@ def test_submit_unparseable_file_names_the_file(tmp_path, content, fragment):
     assert "<unicode string>" not in result.stderr
 
 
-@pytest.mark.parametrize("suffix", [".json", ".yaml"])
-def test_submit_deeply_nested_file_is_one_line_naming_the_file(tmp_path, suffix):
+@pytest.mark.parametrize(
+    ("suffix", "why"),
+    [(".json", "it is nested too deeply"), (".yaml", "it is nested more than 32 levels deep")],
+)
+def test_submit_deeply_nested_file_is_one_line_naming_the_file(tmp_path, suffix, why):
     path = tmp_path / f"deep{suffix}"
     path.write_text("[" * 200_000 + "]" * 200_000)
     result = runner.invoke(cli.app, ["submit", str(path)])
-    assert_one_line_error(result, f"cannot parse {path}: it is nested too deeply")
+    assert_one_line_error(result, f"cannot parse {path}: {why}")
 
 
 @pytest.mark.parametrize(

@@ -67,7 +67,20 @@ def test_an_alias_that_contains_itself_is_refused(text: str) -> None:
 def test_deep_nesting_is_refused_not_a_crash() -> None:
     with pytest.raises(SpecTextError) as info:
         parse_spec_text("a: " + "[" * 50_000 + "]" * 50_000)
+    assert "nested more than 32 levels deep" in str(info.value) and info.value.line == 1
+    with pytest.raises(SpecTextError) as info:  # in blocks, the composer's recursion stops it
+        parse_spec_text("a:\n" + "".join(" " * i + f"a{i}:\n" for i in range(1, 600)))
     assert "nested too deeply" in str(info.value)
+
+
+@pytest.mark.parametrize("opening", ["[", "{a: "])
+def test_flow_nesting_is_refused_as_it_is_read_past_the_depth_limit(opening: str) -> None:
+    # the scanner's work for every token grew with the depth: 3 kB of "[" cost a second of CPU
+    closing = "]" if opening == "[" else "}"
+    parse_spec_text("a: " + opening * 32 + "1" + closing * 32)
+    with pytest.raises(SpecTextError) as info:
+        parse_spec_text("a: " + opening * 33 + "1" + closing * 33)
+    assert "nested more than 32 levels deep" in str(info.value)
 
 
 def test_syntax_errors_name_the_source_and_position() -> None:
