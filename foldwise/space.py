@@ -35,6 +35,12 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
+def same_value(a: Any, b: Any) -> bool:
+    """Equal as a condition compares values: ``True`` is not ``1``, nor ``False`` ``0`` (Python
+    says they are equal), while ``3`` is ``3.0``."""
+    return isinstance(a, bool) == isinstance(b, bool) and a == b
+
+
 class Comparison(_Strict):
     """A test on another parameter's value; every operator given must hold."""
 
@@ -77,11 +83,11 @@ class Comparison(_Strict):
 
     def holds(self, value: Any) -> bool:
         """Whether ``value`` passes every operator of this comparison."""
-        if self.eq is not None and value != self.eq:
+        if self.eq is not None and not same_value(value, self.eq):
             return False
-        if self.ne is not None and value == self.ne:
+        if self.ne is not None and same_value(value, self.ne):
             return False
-        if self.in_ is not None and value not in self.in_:
+        if self.in_ is not None and not any(same_value(value, v) for v in self.in_):
             return False
         ordered = [
             (self.gt, float.__gt__),
@@ -233,7 +239,7 @@ def can_hold(comparison: Comparison, param: Param) -> bool:
 def _takes(param: Param, value: Any) -> bool:
     """Whether ``value`` is one ``param`` can take (as a condition compares it)."""
     if isinstance(param, CategoricalParam):
-        return value in param.choices
+        return any(same_value(value, choice) for choice in param.choices)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
     whole = not isinstance(param, IntParam) or float(value).is_integer()

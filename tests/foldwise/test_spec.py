@@ -518,3 +518,15 @@ def test_a_long_in_list_on_an_int_is_checked_from_its_values(doc) -> None:
     assert_rejected(doc, ("space", "width_2", "when", "depth"))
     doc["space"]["width_2"]["when"] = {"depth": {"in": [x + 0.5 for x in range(200)] + [2]}}
     assert StudySpec.model_validate(doc).space["width_2"].when is not None
+
+
+def test_a_condition_tells_true_from_1_and_false_from_0(doc) -> None:
+    # Python's == says True == 1: a `when: {c: 1}` on the choice true activated its parameter
+    assert not Comparison(eq=1).holds(True) and not Comparison.model_validate([0]).holds(False)
+    assert Comparison(ne=1).holds(True) and Comparison(eq=True).holds(True)
+    assert Comparison(eq=3.0).holds(3) and Comparison.model_validate([2, 3]).holds(3.0)
+    doc["space"]["act"]["choices"] = [True, "x"]
+    doc["space"]["width_2"]["when"] = {"act": 1}
+    assert_rejected(doc, ("space", "width_2", "when", "act"), "passes this condition")
+    doc["space"]["width_2"]["when"] = {"act": True}
+    assert StudySpec.model_validate(doc).space["width_2"].is_active({"act": True})
