@@ -155,3 +155,7 @@ def test_a_model_download_takes_a_byte_range_and_answers_a_bad_one_in_json(
         "/studies/{study_id}/trials/{number}/folds/{fold}/model"
     ]
     assert {"206", "400", "416"} <= set(spec["get"]["responses"])
+    several = api.get(url, headers={"Range": "bytes=0-1, 5-6"})
+    assert several.status_code == 206
+    kind = several.headers["content-type"].split(";")[0]
+    assert kind in spec["get"]["responses"]["206"]["content"]

@@ -37,8 +37,9 @@ Fold = Annotated[decimal_int(0, 99), Path(description="The fold, 0 to K - 1")]
 MODEL_FILE = {
     200: {"content": {"application/octet-stream": {}}, "description": "The model file"},
     206: {
-        "content": {"application/octet-stream": {}},
-        "description": "The bytes a Range header asked for (a download taken up again)",
+        "content": {"application/octet-stream": {}, "multipart/byteranges": {}},
+        "description": "The bytes a Range header asked for (a download taken up again); "
+        "several ranges come as multipart/byteranges",
     },
     400: {"model": ErrorMessage, "description": "A malformed Range header"},
     416: {"model": ErrorMessage, "description": "A Range past the end of the file"},
