@@ -209,8 +209,16 @@ def _check_keys(root: Node, source: str) -> None:
         if not isinstance(node, MappingNode):
             continue
         seen: set[str] = set()
+        merged = False
         for key, _value in node.value:
             if isinstance(key, ScalarNode) and key.tag == _MERGE:
+                if merged:  # PyYAML kept the first silently
+                    raise SpecTextError(
+                        f"cannot parse {source}: line {key.start_mark.line + 1}: the merge key "
+                        "<< is given twice: merge several mappings with << [*a, *b]",
+                        key.start_mark.line + 1,
+                    )
+                merged = True
                 continue
             if not isinstance(key, ScalarNode) or key.tag != _TEXT:
                 what = f"the key {key.value[:40]}" if isinstance(key, ScalarNode) else "a key"

@@ -126,6 +126,15 @@ def test_a_key_given_again_over_a_merge_overrides_it() -> None:
     assert document["use"] == {"x": 5, "y": 2}
 
 
+def test_the_merge_key_given_twice_is_refused_and_a_list_of_merges_taken() -> None:
+    anchors = "a: &a {x: 1}\nc: &c {x: 2, y: 3}\n"
+    with pytest.raises(SpecTextError) as info:  # PyYAML kept the first merge silently
+        parse_spec_text(anchors + "b:\n  <<: *a\n  <<: *c\n")
+    assert info.value.line == 5 and "the merge key << is given twice" in str(info.value)
+    document, _ = parse_spec_text(anchors + "b:\n  <<: [*a, *c]\n")
+    assert document["b"] == {"x": 1, "y": 3}
+
+
 def test_escaped_surrogate_pairs_are_one_character_as_in_json() -> None:
     spec = {"name": "party \U0001f389", "space": {"w\U0001f389": {"type": "int"}}}
     text = json.dumps(spec)  # ASCII: the emoji written as "\ud83c\udf89"
