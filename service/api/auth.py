@@ -138,6 +138,9 @@ async def get_principal(
 ) -> Principal:
     """401 without a valid token; 403 for a cookie-authenticated write from another origin or
     without the CSRF token."""
+    known = request.scope.get(PRINCIPAL_SCOPE_KEY)
+    if isinstance(known, Principal):  # found before the body was read (``authenticate_first``)
+        return known
     if not request.app.state.settings.auth:
         return anonymous_admin(request)
     secret = bearer.credentials if bearer is not None else cookie
@@ -151,6 +154,19 @@ async def get_principal(
     if bearer is None and request.method not in SAFE_METHODS:
         check_same_origin(request)
     return principal
+
+
+PRINCIPAL_SCOPE_KEY = "foldwise.principal"
+
+
+async def authenticate_first(request: Request) -> None:
+    """Find the request's principal before its body is read: FastAPI reads and parses a body
+    before a route's dependencies run, so a request without a valid token got the 422 of its
+    body (and made the service parse it) instead of a 401. ``get_principal`` then answers
+    with the principal found here."""
+    bearer, cookie = await bearer_scheme(request), await cookie_scheme(request)
+    principal = await get_principal(request, request.app.state.db, bearer, cookie)
+    request.scope[PRINCIPAL_SCOPE_KEY] = principal
 
 
 def check_same_origin_only(request: Request) -> None:

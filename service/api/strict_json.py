@@ -19,9 +19,11 @@ from typing import Any
 
 import anyio
 from fastapi import Depends, HTTPException, Request, Response, status
+from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 
 from foldwise.limits import MAX_DEPTH
+from service.api.auth import authenticate_first, get_principal
 from service.api.errors import compact_error
 
 INLINE_PARSE_BYTES = 64 * 1024
@@ -141,7 +143,9 @@ class StrictJSONRoute(APIRoute):
     """A route whose JSON body is read by ``parse_json_body``; a body it reads as JSON sent as
     another media type, or as none, is a 415 (FastAPI handed the raw bytes to the model, whose
     422 said the valid document it was given "is a bytes"). That check is the route's last
-    dependency, so a missing token is still a 401 first."""
+    dependency, so a missing token is still a 401 first. A route that needs a token finds its
+    principal before the body is read (``authenticate_first``): without a valid token, a body
+    is neither parsed nor judged."""
 
     def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
         super().__init__(path, endpoint, **kwargs)
@@ -150,14 +154,22 @@ class StrictJSONRoute(APIRoute):
             given = list(kwargs.pop("dependencies", None) or [])
             checked = [*given, Depends(_check_json_media_type)]
             super().__init__(path, endpoint, dependencies=checked, **kwargs)
+        self.authenticates = _depends_on(self.dependant, get_principal)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def strict_handler(request: Request) -> Response:
-            return await handler(StrictJSONRequest(request.scope, request.receive))
+            strict = StrictJSONRequest(request.scope, request.receive)
+            if self.authenticates:
+                await authenticate_first(strict)
+            return await handler(strict)
 
         return strict_handler
+
+
+def _depends_on(dependant: Dependant, call: Callable[..., Any]) -> bool:
+    return any(d.call is call or _depends_on(d, call) for d in dependant.dependencies)
 
 
 def _check_json_media_type(request: Request) -> None:

@@ -62,6 +62,22 @@ def test_every_route_needs_a_token(clients: dict[str, TestClient], method: str, 
     assert unknown.status_code == 401 and "not valid" in unknown.json()["detail"]
 
 
+@pytest.mark.parametrize(
+    "body",
+    [b'{"name": "a", "name": "b"}', b"{bad", b'{"seed": ' + b"9" * 5000 + b"}", b"\xff\xfe"],
+)
+@pytest.mark.parametrize("path", ["/studies", "/dashboard/spec"])
+def test_a_body_is_judged_only_after_the_token(
+    clients: dict[str, TestClient], path: str, body: bytes
+) -> None:
+    # a body was parsed (and its 422 answered) before the token was looked at
+    headers = {"content-type": "application/json"}
+    for who, auth in [("anonymous", {}), ("anonymous", {"Authorization": "Bearer fw_x"})]:
+        response = clients[who].post(path, content=body, headers={**headers, **auth})
+        assert response.status_code == 401, response.text
+    assert clients["admin"].post(path, content=body, headers=headers).status_code in (400, 422)
+
+
 def test_health_docs_and_static_files_are_open(clients: dict[str, TestClient]) -> None:
     anonymous = clients["anonymous"]
     for path in ("/health", "/docs", "/openapi.json", "/dashboard/static/common.js"):
