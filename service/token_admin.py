@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from foldwise.schemas import Role
@@ -54,13 +55,27 @@ def create_token(database_url: str, name: str, role: Role, *, replace: bool = Fa
             f"token name {name!r}: use letters, digits and _ . @ - (at most 64 characters)"
         )
     secret = new_secret()
-    with _session(database_url, write=True) as session:
-        if replace:
-            token_repo.revoke_tokens(session, name)
-        elif name in token_repo.active_names(session):
-            raise TokenError(f"a token named {name!r} exists: revoke it or use --replace")
-        token_repo.create_token(session, name, role, hash_secret(secret))
-    return secret
+    for attempt in range(REPLACE_TRIES):
+        try:
+            with _session(database_url, write=True) as session:
+                if replace:
+                    token_repo.revoke_tokens(session, name)
+                elif name in token_repo.active_names(session):
+                    raise _name_in_use(name)
+                token_repo.create_token(session, name, role, hash_secret(secret))
+            return secret
+        except IntegrityError as exc:  # another create of this name committed first
+            if not replace or attempt == REPLACE_TRIES - 1:
+                raise _name_in_use(name) from exc
+    raise AssertionError("unreachable")
+
+
+REPLACE_TRIES = 3
+"""Tries of a ``replace`` that another create of the same name overtook (it revokes that one)."""
+
+
+def _name_in_use(name: str) -> TokenError:
+    return TokenError(f"a token named {name!r} exists: revoke it or use --replace")
 
 
 def list_tokens(database_url: str, *, revoked: bool = False) -> list[TokenInfo]:

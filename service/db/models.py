@@ -20,6 +20,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     false,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
@@ -211,7 +212,18 @@ class TokenRow(Base):
     (the secret is 256 random bits, so a fast hash is as safe as a slow one)."""
 
     __tablename__ = "api_tokens"
-    __table_args__ = {"sqlite_autoincrement": True}
+    __table_args__ = (
+        # one active token a name: the check before an insert does not hold against another
+        # insert at the same time
+        Index(
+            "ix_api_tokens_active_name",
+            "name",
+            unique=True,
+            sqlite_where=text("revoked_at IS NULL"),
+            postgresql_where=text("revoked_at IS NULL"),
+        ),
+        {"sqlite_autoincrement": True},
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     name: Mapped[str] = mapped_column(String(64), index=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -10,7 +11,8 @@ from pydantic import ValidationError
 
 from foldwise.schemas import Role
 from service.config import Settings
-from service.token_admin import create_token, revoke_token
+from service.db.schema import upgrade_database
+from service.token_admin import TokenError, create_token, list_tokens, revoke_token
 from tests.service.conftest import signed_in_client
 from tests.service.study_specs import study_spec
 
@@ -226,3 +228,33 @@ def test_auth_off_refuses_a_request_that_reached_an_address_not_loopback(
     for host in ("0.0.0.0", "10.1.2.3", "foldwise.example"):
         with pytest.raises(ValidationError, match="allowed only on a loopback host"):
             Settings(database_url=database_url, auth=False, host=host)
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_creates_of_one_name_at_once_leave_one_active_token(
+    database_url: str, replace: bool
+) -> None:
+    # each create checked that the name was free, then inserted: all four passed the check
+    upgrade_database(database_url)
+    barrier = threading.Barrier(4)
+    made: list[str] = []
+    refused: list[str] = []
+
+    def create(name: str) -> None:
+        barrier.wait()
+        try:
+            made.append(create_token(database_url, name, Role.MEMBER, replace=replace))
+        except TokenError as exc:
+            refused.append(str(exc))
+
+    for round_ in range(3):
+        threads = [threading.Thread(target=create, args=(f"n{round_}",)) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    active = [t for t in list_tokens(database_url) if t.name.startswith("n")]
+    assert sorted(t.name for t in active) == ["n0", "n1", "n2"]
+    assert len(made) + len(refused) == 12
+    if not replace:
+        assert len(made) == 3 and all("exists" in why for why in refused)

@@ -126,3 +126,25 @@ def test_ids_of_deleted_studies_and_trials_are_never_reused(database_url: str) -
         assert second > first and second_trial > first_trial
     finally:
         engine.dispose()
+
+
+def test_upgrade_keeps_the_newest_of_several_active_tokens_of_a_name(database_url: str) -> None:
+    # two creates at the same time both passed the "name in use" check before 0007
+    command.upgrade(alembic_config(database_url), "0006")
+    engine = make_engine(database_url)
+    try:
+        with engine.begin() as conn:
+            for token_id, name in [(1, "a"), (2, "a"), (3, "b"), (4, "a")]:
+                conn.execute(
+                    text(
+                        "INSERT INTO api_tokens (id, name, role, secret_hash, created_at) "
+                        "VALUES (:id, :name, 'admin', :hash, '2026-11-22 10:00:00')"
+                    ),
+                    {"id": token_id, "name": name, "hash": f"h{token_id}"},
+                )
+        assert upgrade_database(database_url) == head_revision()
+        with engine.connect() as conn:
+            query = "SELECT id FROM api_tokens WHERE revoked_at IS NULL ORDER BY id"
+            assert [row[0] for row in conn.execute(text(query))] == [3, 4]
+    finally:
+        engine.dispose()
