@@ -15,6 +15,7 @@ from pydantic import (
     ConfigDict,
     Field,
     GetJsonSchemaHandler,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -33,6 +34,13 @@ IntBound = Annotated[int, Field(ge=-int(MAX_ABS_BOUND), le=int(MAX_ABS_BOUND))]
 class _Strict(BaseModel):
     # strict: no bool where a number goes, no "3" where an int goes: what the JSON Schema says
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
+
+STORED = "stored"
+"""Validation context key (``context={STORED: True}``) of a spec read back from the database:
+it was accepted when it was submitted, so checks added since (a condition that can never hold,
+choices only a condition's equality tells apart) are not made again, and a study queued before
+them still runs."""
 
 
 def same_value(a: Any, b: Any) -> bool:
@@ -148,11 +156,20 @@ class CategoricalParam(_Param):
 
     @field_validator("choices")
     @classmethod
-    def _check_choices(cls, choices: list[Scalar]) -> list[Scalar]:
+    def _check_choices(cls, choices: list[Scalar], info: ValidationInfo) -> list[Scalar]:
         if not choices:
             raise ValueError("choices must not be empty")
         if len(set(map(repr, choices))) != len(choices):
             raise ValueError("choices must be distinct")
+        if not (info.context or {}).get(STORED):  # a check added after studies were stored
+            kept: dict[tuple[bool, Scalar], Scalar] = {}
+            for choice in choices:  # keys equal exactly when ``same_value`` says so
+                same = kept.setdefault((isinstance(choice, bool), choice), choice)
+                if same is not choice:
+                    raise ValueError(
+                        f"choices must be distinct: {choice!r} is the value {same!r} "
+                        "(a condition could not tell them apart)"
+                    )
         return choices
 
 

@@ -46,15 +46,16 @@ from foldwise.limits import (
     MIN_GPU_FRACTION,
     TASK_NAME,
 )
-from foldwise.space import ConditionError, Param, check_conditions_can_hold, condition_order
+from foldwise.space import (
+    STORED,
+    ConditionError,
+    Param,
+    check_conditions_can_hold,
+    condition_order,
+)
 
 OPTIMIZER_NAMES = ("random", "gp", "evolution", "nas_evolution")
 """Optimizers a spec may name; the service's registry implements exactly these."""
-
-STORED = "stored"
-"""Validation context key (``{STORED: True}``) of a spec read back from the database: it was
-accepted when it was submitted, so checks added since (a condition that can never hold) are
-not made again and a study queued before them still runs."""
 
 
 def _small_options(options: dict[str, Any]) -> dict[str, Any]:

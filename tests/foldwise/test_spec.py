@@ -530,3 +530,18 @@ def test_a_condition_tells_true_from_1_and_false_from_0(doc) -> None:
     assert_rejected(doc, ("space", "width_2", "when", "act"), "passes this condition")
     doc["space"]["width_2"]["when"] = {"act": True}
     assert StudySpec.model_validate(doc).space["width_2"].is_active({"act": True})
+
+
+@pytest.mark.parametrize("choices", [[1, 1.0], [0, -0.0, "x"]])
+def test_choices_a_condition_cannot_tell_apart_are_refused(doc, choices: list) -> None:
+    # accepted as distinct (their repr differs) while `when: {act: 1}` matched both
+    doc["space"]["act"]["choices"] = choices
+    assert_rejected(doc, ("space", "act", "categorical", "choices"), "is the value")
+    stored = StudySpec.model_validate(doc, context={STORED: True})  # a study queued before
+    assert stored.space["act"].choices == choices
+
+
+def test_true_and_1_are_distinct_choices(doc) -> None:
+    doc["space"]["act"]["choices"] = [True, 1, False, 0, "1"]
+    doc["space"]["width_2"]["when"] = {"act": [1, True]}
+    assert StudySpec.model_validate(doc).space["act"].choices == [True, 1, False, 0, "1"]
