@@ -13,8 +13,9 @@ choice, an error message), and a spreadsheet runs a cell that starts with ``=``,
 ``'``, as OWASP recommends, and so does one that starts with ``'`` itself, so that reading it
 back strips exactly one. Booleans are ``true``/``false``, and text that is exactly ``true`` or
 ``false`` gets the ``'`` too, so a boolean choice and the text choice ``"true"`` never read
-alike. Times are ISO 8601 with their offset. Errors and pruning reasons are plain text: terminal
-colour codes are dropped, as every other face shows them (``foldwise.schemas.PlainText``).
+alike, and so does empty text (``'``), so the choice ``""`` never reads as an absent value.
+Times are ISO 8601 with their offset. Errors and pruning reasons are plain text: terminal colour
+codes are dropped, as every other face shows them (``foldwise.schemas.PlainText``).
 """
 
 from __future__ import annotations
@@ -112,7 +113,8 @@ def cell(value: Any) -> int | float | str:
     if isinstance(value, datetime):
         return value.isoformat()
     text = str(value)
-    return "'" + text if text.startswith(FORMULA_STARTS) or text in BOOLEANS else text
+    escaped = text.startswith(FORMULA_STARTS) or text in BOOLEANS or text == ""
+    return "'" + text if escaped else text
 
 
 def _plain(text: str | None) -> str | None:

@@ -114,6 +114,7 @@ def test_text_a_spreadsheet_would_run_is_escaped_and_numbers_stay_bare() -> None
         ("true", "'true"),
         ("false", "'false"),
         ("True", "True"),
+        ("", "'"),
     ],
 )
 def test_cells(value, written) -> None:
@@ -142,6 +143,17 @@ def test_a_choice_that_starts_with_a_quote_reads_back_as_itself() -> None:
     record = TrialRecord(number=0, status="completed", params={"act": "'quoted"})
     rows, _ = read_trials_csv(_text([record]), SPACE)
     assert rows[0]["params_act"] == "'quoted"
+
+
+def test_the_empty_choice_reads_back_as_itself_not_as_absent() -> None:
+    # both were an empty cell: the choice "" read back as a parameter the trial did not have
+    space = {"act": {"type": "categorical", "choices": ["", "x"]}}
+    records = [
+        TrialRecord(number=0, status="completed", params={"act": ""}),
+        TrialRecord(number=1, status="completed", params={}),
+    ]
+    rows, _ = read_trials_csv(_text(records, 1, ["act"]), space)
+    assert [row["params_act"] for row in rows] == ["", None]
 
 
 def test_booleans_and_the_text_true_read_back_as_themselves() -> None:
