@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from foldwise.schemas import Role
 from service.token_admin import create_token
@@ -35,15 +37,26 @@ def test_sign_in_keeps_the_token_in_an_httponly_cookie_and_sign_out_drops_it(
 
     page.fill("#token", dashboard.token)
     page.click("button[type=submit]")
-    page.wait_for_url(f"**/dashboard/studies/{dashboard.study_id}")
+    # by path: the glob "**/dashboard/studies/N" matched the sign-in page's own URL (it ends
+    # ?next=/dashboard/studies/N), whose body is ready too, so sign-out could be clicked on the
+    # study page before its script had taken the button
+    study_page = f"/dashboard/studies/{dashboard.study_id}"
+    page.wait_for_url(lambda url: urlsplit(url).path == study_page)
     page.wait_for_selector("body[data-ready=true]")
     assert page.inner_text("#who") == "admin (admin)"
     cookie = {c["name"]: c for c in page.context.cookies()}["foldwise_token"]
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
     assert page.evaluate("document.cookie").count("foldwise_token") == 0  # scripts cannot read it
 
+    seen: list[object] = []  # what became of sign-out's requests, should the page stay
+    page.on("response", lambda r: seen.append((r.request.method, r.url, r.status)))
+    page.on("requestfailed", lambda r: seen.append((r.method, r.url, r.failure)))
     page.click("#sign-out")
-    page.wait_for_url("**/dashboard/sign-in")
+    try:
+        page.wait_for_url("**/dashboard/sign-in")
+    except PlaywrightTimeout:
+        button = page.inner_text("#sign-out")
+        pytest.fail(f"still at {page.url}, the button says {button!r}; requests: {seen[-8:]}")
     assert "foldwise_token" not in {c["name"] for c in page.context.cookies()}
     page.goto("/dashboard")
     page.wait_for_url(lambda url: "/dashboard/sign-in?next=" in url)
