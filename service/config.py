@@ -13,13 +13,20 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 LOOPBACK_NAMES = ("localhost",)
 
 
+def ip_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """``host`` as an IP address (``[::1]`` too); None for a name or a socket path."""
+    try:
+        return ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+
+
 def is_loopback(host: str) -> bool:
     """Whether ``host`` (an address or ``localhost``) only reaches this machine."""
     if host in LOOPBACK_NAMES:
         return True
-    try:
-        address = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
+    address = ip_address(host)
+    if address is None:
         return False
     mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1, from a dual-stack socket
     return (mapped or address).is_loopback

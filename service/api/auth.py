@@ -10,7 +10,6 @@ service's own origin. A bearer token is never sent by a browser on its own.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import time
 from dataclasses import dataclass
 from typing import Annotated
@@ -20,7 +19,7 @@ from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBea
 
 from foldwise.schemas import Role
 from service.api.deps import DbDep
-from service.config import is_loopback
+from service.config import ip_address, is_loopback
 from service.db import tokens as token_repo
 from service.token_admin import hash_secret
 
@@ -78,21 +77,12 @@ def _not_from_this_machine(request: Request) -> str | None:
     client, server = request.client, request.scope.get("server")
     if client is None or not is_loopback(client.host):
         return f"not {'an unknown address' if client is None else client.host}"
-    if server and _is_address(str(server[0])) and not is_loopback(str(server[0])):
+    if server and ip_address(str(server[0])) is not None and not is_loopback(str(server[0])):
         return f"the request reached {server[0]}"
     relayed = [name for name in _RELAYED if name in request.headers]
     if relayed:
         return f"a request a proxy relayed ({relayed[0]}) may come from anywhere"
     return None
-
-
-def _is_address(host: str) -> bool:
-    """Whether ``host`` is an IP address (a server's socket), not a name or a socket path."""
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return True
 
 
 class TokenCache:
