@@ -22,7 +22,7 @@ from typer.core import TyperGroup
 from foldwise import __version__, cli_output, cli_render
 from foldwise.cli_output import console, err_console, fail, fail_without_server, program_name
 from foldwise.cli_tokens import token_app
-from foldwise.client import DEFAULT_URL, TRIAL_SORT, Client, Study
+from foldwise.client import DEFAULT_URL, MAX_POLL_SECONDS, TRIAL_SORT, Client, Study
 from foldwise.errors import FoldwiseError
 from foldwise.schemas import StudyStatus, TrialStatus
 
@@ -62,6 +62,12 @@ def _trial_sort(value: str) -> str:
 
 
 StudyId = Annotated[int, typer.Argument(help="Study id", show_default=False)]
+
+
+PollInterval = Annotated[
+    float,
+    typer.Option(min=0.1, max=MAX_POLL_SECONDS, help="Seconds between polls"),
+]
 
 
 def _version(value: bool) -> None:
@@ -149,7 +155,7 @@ def submit(
     ctx: typer.Context,
     spec: Annotated[str, typer.Argument(help="Study spec file (YAML or JSON)")],
     watch: Annotated[bool, typer.Option("--watch", help="Follow the study until it ends")] = False,
-    interval: Annotated[float, typer.Option(min=0.1, help="Seconds between polls")] = 2.0,
+    interval: PollInterval = 2.0,
     url: UrlOption = None,
 ) -> None:
     """Validate a study spec, create the study, and say where to watch it."""
@@ -190,7 +196,7 @@ def status(ctx: typer.Context, study_id: StudyId, url: UrlOption = None) -> None
 def watch(
     ctx: typer.Context,
     study_id: StudyId,
-    interval: Annotated[float, typer.Option(min=0.1, help="Seconds between polls")] = 2.0,
+    interval: PollInterval = 2.0,
     url: UrlOption = None,
 ) -> None:
     """Follow a study with a progress bar until it ends, then show its best trial.

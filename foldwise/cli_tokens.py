@@ -7,14 +7,14 @@ database keeps only its hash.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from foldwise.cli_output import console, fail, fail_without_server
-from foldwise.credentials import save_token
+from foldwise.credentials import credentials_path, save_token
 from foldwise.schemas import Role
 
 token_app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
@@ -23,6 +23,11 @@ DatabaseUrl = Annotated[
     str | None,
     typer.Option(help="SQLAlchemy URL [default: FOLDWISE_DATABASE_URL]", show_default=False),
 ]
+
+
+def _database_failure(action: str, exc: Exception) -> NoReturn:
+    """A driver error, a missing database or an outdated schema: one line, not a traceback."""
+    fail(f"cannot {action}: {type(exc).__name__}: {exc}".splitlines()[0])
 
 
 def _admin() -> Any:
@@ -54,11 +59,18 @@ def create(
         secret = token_admin.create_token(database_url or default_url, name, role, replace=replace)
     except token_admin.TokenError as exc:
         fail(str(exc))
-    except Exception as exc:  # a driver error or an outdated schema: one line
-        fail(f"cannot create the token: {type(exc).__name__}: {exc}".splitlines()[0])
+    except Exception as exc:
+        _database_failure("create the token", exc)
     if save:
         url = (ctx.find_root().obj or {}).get("url")
-        path = save_token(url, secret)
+        try:
+            path = save_token(url, secret)
+        except OSError as exc:  # the token exists: its secret must not be lost with the file
+            console.print(secret, soft_wrap=True)
+            fail(
+                f"the token above was created but not saved: cannot write {credentials_path()}: "
+                f"{exc.strerror or exc}"
+            )
         console.print(f"saved for {escape(url)} in {escape(str(path))}")
     console.print(secret, soft_wrap=True)
 
@@ -70,7 +82,10 @@ def list_(
 ) -> None:
     """List the tokens: name, role, created, revoked."""
     token_admin, default_url = _admin()
-    rows = token_admin.list_tokens(database_url or default_url, revoked=revoked)
+    try:
+        rows = token_admin.list_tokens(database_url or default_url, revoked=revoked)
+    except Exception as exc:
+        _database_failure("list the tokens", exc)
     if not rows:
         console.print("no tokens")
         return
@@ -94,4 +109,6 @@ def revoke(
         count = token_admin.revoke_token(database_url or default_url, name)
     except token_admin.TokenError as exc:
         fail(str(exc))
+    except Exception as exc:
+        _database_failure("revoke the tokens", exc)
     console.print(f"revoked {count} token{'s' if count != 1 else ''} named {escape(name)}")

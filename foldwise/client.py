@@ -19,7 +19,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from foldwise import schemas
-from foldwise.credentials import find_token
+from foldwise.credentials import find_token, token_problem
 from foldwise.errors import (
     ApiError,
     FoldwiseError,
@@ -28,10 +28,12 @@ from foldwise.errors import (
     NotAuthenticated,
     NotFound,
     ServiceUnavailable,
+    field_path,
 )
 from foldwise.held_responses import HeldResponses
 from foldwise.spec import StudySpec
 from foldwise.spec_text import SpecTextError, parse_spec_text
+from foldwise.strict_json import StrictJSONError, loads_strict
 from foldwise.trials_csv import read_trials_csv
 
 if TYPE_CHECKING:
@@ -41,6 +43,8 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 TRIAL_SORT = re.compile(r"best|-?(number|value|duration|params\.\S+)")
 """Orders of a trial list: `best`, or number, value, duration or params.<name>, `-` descending.
 The service checks that a named parameter is in the study's space."""
+MAX_POLL_SECONDS = 3600.0
+"""The longest wait between two polls of ``Study.wait`` (and the CLI's ``--interval``)."""
 _PAGE_SIZE = 1000  # the API's maximum page size
 _GATEWAY_ERRORS = (502, 503, 504)
 
@@ -74,13 +78,15 @@ def _read_document(path: Path) -> Any:
         raise InvalidSpec([f"cannot read {path}: {message}"]) from exc
     try:
         if path.suffix == ".json":
-            document = json.loads(text)
+            document = loads_strict(text)
         else:
             document, _lines = parse_spec_text(text, str(path))
     except json.JSONDecodeError as exc:
         raise InvalidSpec([f"cannot parse {path}: {exc}"]) from exc
-    except RecursionError as exc:  # json's decoder recurses once per level of nesting
-        raise InvalidSpec([f"cannot parse {path}: it is nested too deeply"]) from exc
+    except StrictJSONError as exc:  # a key given twice, an integer too long, deep nesting
+        where = field_path(exc.path)
+        detail = f"{where}: {exc}" if where else f"it {exc}"  # "it is nested more than ..."
+        raise InvalidSpec([f"cannot parse {path}: {detail}"]) from exc
     except SpecTextError as exc:
         raise InvalidSpec([" ".join(str(exc).split())]) from exc
     if not isinstance(document, dict):
@@ -98,6 +104,8 @@ class Client:
         ``foldwise.credentials``)."""
         self.url = _normalise_url(url or os.environ.get("FOLDWISE_URL") or DEFAULT_URL)
         secret = find_token(self.url, token)
+        if secret and (problem := token_problem(secret)):
+            raise FoldwiseError(problem)
         headers = {"Authorization": f"Bearer {secret}"} if secret else {}
         self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=headers)
         self._held = HeldResponses()
@@ -377,6 +385,10 @@ class Study:
         ``ServiceUnavailable`` is raised only once it has been unreachable for ``outage``
         seconds in a row.
         """
+        if not (math.isfinite(poll) and 0 < poll <= MAX_POLL_SECONDS):
+            raise ValueError(f"poll must be seconds above 0, at most {MAX_POLL_SECONDS:g}: {poll}")
+        if timeout is not None and not timeout >= 0:  # NaN too
+            raise ValueError(f"timeout must be seconds, at least 0, or None: {timeout}")
         deadline = math.inf if timeout is None else time.monotonic() + timeout
         down_since: float | None = None
         while True:

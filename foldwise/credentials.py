@@ -26,6 +26,17 @@ def find_token(url: str, token: str | None = None) -> str | None:
     return token or os.environ.get("FOLDWISE_TOKEN") or _saved().get(url.rstrip("/"))
 
 
+def token_problem(token: str) -> str | None:
+    """Why ``token`` cannot be one the service made, or None: tokens are printable ASCII
+    without spaces, so a space or a character such as a pasted no-break space (which HTTP
+    headers cannot carry either) came from how it was copied."""
+    for at, char in enumerate(token, start=1):
+        if not "!" <= char <= "~":
+            what = "a space" if char == " " else f"the character {char!r} (U+{ord(char):04X})"
+            return f"the token holds {what} at position {at}, which no token has: copy it again"
+    return None
+
+
 def save_token(url: str, token: str) -> Path:
     """Keep ``token`` for ``url`` in the credentials file (created owner-only); returns it."""
     path = credentials_path()

@@ -92,12 +92,36 @@ def test_submit_unparseable_file_names_the_file(tmp_path, content, fragment):
 
 @pytest.mark.parametrize(
     ("suffix", "why"),
-    [(".json", "it is nested too deeply"), (".yaml", "it is nested more than 32 levels deep")],
+    [
+        (".json", "it is nested more than 32 levels deep"),
+        (".yaml", "it is nested more than 32 levels deep"),
+    ],
 )
 def test_submit_deeply_nested_file_is_one_line_naming_the_file(tmp_path, suffix, why):
     path = tmp_path / f"deep{suffix}"
     path.write_text("[" * 200_000 + "]" * 200_000)
     result = runner.invoke(cli.app, ["submit", str(path)])
+    assert_one_line_error(result, f"cannot parse {path}: {why}")
+
+
+@pytest.mark.parametrize(
+    ("replace", "why"),
+    [
+        (('"name": "', '"name": "first", "name": "'), "name: the key 'name' is given twice"),
+        (('"low": ', '"low": 0.5, "low": '), "space.lr.low: the key 'low' is given twice"),
+        (('"trials": 10', '"trials": ' + "9" * 5000), "budget.trials: an integer of 5000 digits"),
+    ],
+)
+def test_json_spec_file_refuses_what_the_service_refuses(
+    tmp_path, spec_dict, dead_url, replace, why
+):
+    # json.loads kept the last copy of a key (a YAML file, or the service, refuses it) and
+    # raised a bare ValueError on an integer too long to read: a traceback
+    path = tmp_path / "study.json"
+    text = json.dumps(spec_dict)
+    assert replace[0] in text
+    path.write_text(text.replace(*replace, 1))
+    result = runner.invoke(cli.app, ["submit", str(path), "--url", dead_url])
     assert_one_line_error(result, f"cannot parse {path}: {why}")
 
 
@@ -467,3 +491,58 @@ def test_token_create_list_revoke_and_save(tmp_path, stub, make_study, monkeypat
     assert "no tokens" in runner.invoke(cli.app, ["token", "list", "--database-url", url]).stdout
     missing = runner.invoke(cli.app, ["token", "revoke", "ci", "--database-url", url])
     assert_one_line_error(missing, "no active token named 'ci'")
+
+
+def test_a_token_that_cannot_be_saved_is_still_printed(tmp_path, stub, monkeypatch):
+    # the token row was created, then writing the credentials file raised a traceback before
+    # the secret was printed: a token nobody could use, whose name blocked a second try
+    pytest.importorskip("service.db.schema")
+    url = f"sqlite:///{tmp_path / 'tokens.db'}"
+    assert runner.invoke(cli.app, ["db", "upgrade", "--database-url", url]).exit_code == 0
+    unwritable = tmp_path / "credentials-dir"
+    unwritable.mkdir()
+    monkeypatch.setenv("FOLDWISE_CREDENTIALS", str(unwritable))
+    args = ["--url", stub.url, "token", "create", "ci", "--save", "--database-url", url]
+    result = runner.invoke(cli.app, args)
+    assert_one_line_error(result, "the token above was created but not saved", str(unwritable))
+    secret = result.stdout.strip().splitlines()[-1]
+    assert secret.startswith("fw_") and len(secret) > 40
+
+
+@pytest.mark.parametrize("command", [["list"], ["revoke", "ci"], ["create", "ci"]])
+def test_token_commands_on_a_database_without_tables_are_one_line(tmp_path, command):
+    pytest.importorskip("service.db.schema")
+    url = f"sqlite:///{tmp_path / 'never-upgraded.db'}"
+    result = runner.invoke(cli.app, ["token", *command, "--database-url", url])
+    assert_one_line_error(result, "OperationalError", "no such table")
+
+
+@pytest.mark.parametrize(
+    ("token", "why"),
+    [
+        ("fw_abc\u00a0", "the character '\\xa0' (U+00A0) at position 7"),
+        ("fw_abc ", "a space at position 7"),
+        ("fw_é", "the character 'é' (U+00E9) at position 4"),
+    ],
+)
+def test_a_token_no_service_made_is_one_line_about_the_token(stub, monkeypatch, token, why):
+    # httpx raised UnicodeEncodeError for a non-ASCII character (a traceback), and a space
+    # read as "cannot reach the foldwise service ... Illegal header value"
+    result = runner.invoke(cli.app, ["--token", token, "studies", "--url", stub.url])
+    assert_one_line_error(result, f"the token holds {why}")
+    monkeypatch.setenv("FOLDWISE_TOKEN", token)
+    assert_one_line_error(runner.invoke(cli.app, ["studies", "--url", stub.url]), why)
+    assert not stub.requests
+
+
+@pytest.mark.parametrize("interval", ["inf", "nan", "1e10", "0"])
+def test_a_poll_interval_that_is_not_a_wait_is_refused_before_anything_is_sent(
+    tmp_path, spec_dict, stub, interval
+):
+    # time.sleep raised OverflowError (a traceback) after submit had created the study
+    spec = write_spec(tmp_path, spec_dict)
+    for args in (["watch", "7"], ["submit", spec, "--watch"]):
+        result = runner.invoke(cli.app, [*args, "--interval", interval, "--url", stub.url])
+        assert result.exit_code == 2 and "Traceback" not in result.output
+        assert "--interval" in result.output
+    assert not stub.requests

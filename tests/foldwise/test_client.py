@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -223,6 +224,28 @@ def test_wait_raises_timeout_error(stub, make_study):
         study = client.get_study(7)
         with pytest.raises(TimeoutError, match="study 7 is still running after 0.05 s"):
             study.wait(timeout=0.05, poll=0.01)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "what"),
+    [
+        ({"poll": math.inf}, "poll"),
+        ({"poll": 1e10}, "poll"),
+        ({"poll": math.nan}, "poll"),
+        ({"poll": -1.0}, "poll"),
+        ({"timeout": math.nan}, "timeout"),
+        ({"timeout": -1.0}, "timeout"),
+    ],
+)
+def test_wait_refuses_a_poll_or_timeout_that_is_not_seconds(stub, make_study, arguments, what):
+    # time.sleep raised OverflowError or ValueError after the first poll
+    stub.handle = lambda request: (200, make_study(status="running"))
+    with Client(stub.url) as client:
+        study = client.get_study(7)
+        polls = len(stub.requests)
+        with pytest.raises(ValueError, match=f"^{what} must be seconds"):
+            study.wait(**arguments)
+    assert len(stub.requests) == polls
 
 
 def test_wait_rides_out_a_service_restart(dead_url, make_study):
