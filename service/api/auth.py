@@ -202,9 +202,9 @@ MemberDep = Annotated[Principal, Depends(get_member)]
 
 def forbid_unless_may_change(principal: Principal, study_id: int, owner: str | None) -> None:
     if not principal.may_change(owner):
-        whose = f"{owner!r}'s" if owner else "an unowned"
+        whose = f"it belongs to {owner!r}" if owner else "it has no owner"
         raise HTTPException(
             status.HTTP_403_FORBIDDEN,
-            f"token {principal.name!r} ({principal.role}) may not change study {study_id}, "
-            f"{whose} study",
+            f"token {principal.name!r} ({principal.role}) may not change study {study_id}: "
+            f"{whose}",
         )

@@ -95,7 +95,10 @@ def test_roles_and_owners(clients: dict[str, TestClient]) -> None:
     assert refused.status_code == 403 and "viewer" in refused.json()["detail"]
     mine = clients["member"].post("/studies", json=study_spec()).json()
     assert mine["owner"] == "member"
-    reasons = {"viewer": "is a viewer: it only reads", "other": "may not change study"}
+    reasons = {
+        "viewer": "is a viewer: it only reads",
+        "other": f"may not change study {mine['id']}: it belongs to 'member'",
+    }
     for who, reason in reasons.items():
         for method, path in (("POST", "/stop"), ("DELETE", "")):
             response = clients[who].request(method, f"/studies/{mine['id']}{path}")
