@@ -14,7 +14,7 @@ from tests.service.study_specs import tiny_task_spec
 
 pytestmark = pytest.mark.slow
 
-FOLDS, EPOCHS = 3, 6
+FOLDS, EPOCHS = 3, 10
 
 
 @pytest.fixture(scope="module")
@@ -83,11 +83,12 @@ def test_pruning_stops_a_fold_run_whose_curve_is_below_the_median(service) -> No
         assert stopped and "median rule" in trial.pruned_reason
         assert trial.pruned_reason in {f.error for f in stopped}
         for run in stopped:
-            # it ends after the epoch it is in when the stop reaches it (the tiny task's epochs
-            # take milliseconds, shorter than that round trip); its value is the one it had
-            # reached when the rule decided
+            # it ends after the epoch it is in when the stop reaches it, before its last one
+            # (the tiny task's epochs take milliseconds, shorter than that round trip, so how
+            # many it trains after the decision depends on the machine's load); its value is
+            # the one it had reached when the rule decided
             decided = int(re.search(r"at epoch (\d+)", run.error).group(1))
-            assert len(run.epochs) <= decided + 3 and decided < EPOCHS
+            assert decided <= len(run.epochs) < EPOCHS
             losses = [e.metrics["val_loss"] for e in run.epochs[:decided]]
             assert run.value == pytest.approx(min(losses))
         # the trial's value: the mean of the pruned fold's and of the folds that had finished
