@@ -54,6 +54,8 @@ class FoldRunStats:
     cold: bool = False
     epochs: int = 0
     acquire_seconds: float = 0.0
+    placing_since: float | None = None
+    """``time.monotonic()`` when the run began to wait for its workers; None once it has them."""
     wall_seconds: float = 0.0
     train_seconds: float = 0.0
 
@@ -144,9 +146,13 @@ class RayExecutor:
             )
         if gpus_per_worker > 0 and job.backend != "nccl":
             job = dataclasses.replace(job, backend="nccl")
-        group, stats.cold = await self.pool.acquire(
-            (job.world_size, float(cpus_per_worker), float(gpus_per_worker))
-        )
+        stats.placing_since = time.monotonic()
+        try:
+            group, stats.cold = await self.pool.acquire(
+                (job.world_size, float(cpus_per_worker), float(gpus_per_worker))
+            )
+        finally:
+            stats.placing_since = None
         stats.acquire_seconds = time.perf_counter() - started
         FOLD_QUEUE_WAIT.observe(stats.acquire_seconds)
         stats.placement = group.placement
@@ -277,10 +283,26 @@ class RayExecutor:
             "cpus": total.get("CPU", 0.0),
             "gpus": total.get("GPU", 0.0),
             "cpus_free": free.get("CPU", 0.0),
+            "gpus_free": free.get("GPU", 0.0),
             "idle_groups": len(self.pool.idle_groups),
             "idle_cpus": sum(g.shape[0] * g.shape[1] for g in self.pool.idle_groups),
             "busy_groups": len(self.pool.busy_groups),
         }
+
+    async def describe_capacity(self) -> str:
+        """What Ray says it can place now, in words: its alive nodes and free CPUs and GPUs,
+        or that it has no alive node or does not answer."""
+        health = await asyncio.to_thread(self.health)
+        if not health["ok"]:
+            why = health.get("error") or "Ray reports no alive node"
+            return f"{why} (see GET /health)"
+        gpus = health["gpus"]
+        free_gpus = f" and {health['gpus_free']:g} of {gpus:g} GPUs" if gpus else ""
+        nodes = health["nodes"]
+        return (
+            f"Ray has {health['cpus_free']:g} of {health['cpus']:g} CPUs{free_gpus} free on "
+            f"{nodes} alive node{'s' if nodes != 1 else ''}"
+        )
 
     def node_capacities(self) -> list[NodeCapacity]:
         """CPUs and GPUs of each alive node, in all (blocking: a call to Ray's GCS)."""

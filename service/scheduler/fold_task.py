@@ -27,6 +27,8 @@ from trainers.objective import fold_value
 
 
 class FoldExecutor(Protocol):
+    async def describe_capacity(self) -> str: ...
+
     def run_fold(
         self,
         job: FoldJob,
@@ -119,6 +121,13 @@ class FoldTask:
         self.fold = fold
         self._stop = asyncio.Event()
         self._stop_reason: str | None = None
+        self._stats: FoldRunStats | None = None
+
+    @property
+    def placing_since(self) -> float | None:
+        """``time.monotonic()`` when the attempt in progress began to wait for its workers,
+        or None (it has them, or has not asked yet)."""
+        return None if self._stats is None else self._stats.placing_since
 
     def stop(self, reason: str) -> None:
         """End the run after the epoch in progress (or before it starts), for ``reason``."""
@@ -152,7 +161,7 @@ class FoldTask:
             keep_artifacts=store.artifact_dir is not None,
         )
         run = _RunRecord()
-        stats = FoldRunStats(world_size=job.world_size)
+        stats = self._stats = FoldRunStats(world_size=job.world_size)
         try:
             async for metrics in context.executor.run_fold(
                 job,

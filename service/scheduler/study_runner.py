@@ -54,6 +54,10 @@ from service.study_optimizer import build_optimizer
 
 log = logging.getLogger(__name__)
 
+PLACEMENT_PATIENCE_S = 10.0
+"""How long a fold run given a slot may wait for Ray to place its workers before the study's
+``waiting`` says so (placing takes well under a second on a cluster that has room)."""
+
 
 class StudyRunner:
     def __init__(
@@ -240,9 +244,31 @@ class StudyRunner:
         waiting = None
         if self.share is not None and allowed < len(ready) and not self.folds:
             waiting = self.share.explain(self.study_id)
+        if waiting is None:
+            waiting = await self._placement_waiting()
         if waiting != self.waiting:
             self.waiting = waiting
             await self.store.set_waiting(self.study_id, waiting)
+
+    async def _placement_waiting(self) -> str | None:
+        """Why fold runs that were given a slot have no workers yet, once the first of them
+        has waited ``PLACEMENT_PATIENCE_S``: Ray cannot place them (its nodes died, or what
+        they need is held outside this service), which it would not say on its own."""
+        since = [task.placing_since for _trial, task in self.folds.values()]
+        waiting = [t for t in since if t is not None]
+        if not waiting or time.monotonic() - min(waiting) < PLACEMENT_PATIENCE_S:
+            return None
+        assert self.context is not None
+        spec = self.context.spec
+        workers, resources = spec.parallel.workers_per_fold, spec.resources
+        need = f"{workers * resources.cpus_per_worker:g} CPUs"
+        if resources.gpus_per_worker:
+            need += f" and {workers * resources.gpus_per_worker:g} GPUs"
+        runs = f"{len(waiting)} fold run{'s' if len(waiting) != 1 else ''}"
+        return (
+            f"waiting for Ray to place the workers of {runs} ({need} each) for over "
+            f"{PLACEMENT_PATIENCE_S:g} s: {await self.executor.describe_capacity()}"
+        )
 
     async def _reap(self) -> None:
         """Take in the folds that ended: record finished trials, race the others. An error

@@ -1,0 +1,84 @@
+"""A fold run Ray cannot place: the study says why it waits, then runs once Ray has room."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from ray.util.placement_group import placement_group, remove_placement_group
+
+from foldwise.schemas import StudyStatus
+from foldwise.spec import StudySpec
+from service.db import studies as study_repo
+from service.db.engine import SessionRunner
+from service.db.models import StudyRow
+from service.db.schema import upgrade_database
+from service.executor import RayExecutor
+from service.scheduler import study_runner
+from service.scheduler.store import SchedulerStore
+from service.scheduler.study_runner import StudyRunner
+from tests.service.study_specs import tiny_task_spec
+
+pytestmark = pytest.mark.slow
+
+
+def _study(db: SessionRunner, study_id: int) -> StudyRow:
+    def work(session) -> StudyRow:
+        study = study_repo.get_study(session, study_id)
+        session.expunge(study)
+        return study
+
+    return db._read(work)
+
+
+def test_folds_ray_cannot_place_make_the_study_say_why(tmp_path, monkeypatch) -> None:
+    # Ray's own CPUs are held outside the service's fold runs (another job on a shared cluster;
+    # the same holds when its nodes died): the fold runs had a slot, so the study said nothing
+    # and sat "running" with no placement for as long as it lasted
+    monkeypatch.setattr(study_runner, "PLACEMENT_PATIENCE_S", 0.5)
+    url = f"sqlite:///{tmp_path / 'placement.db'}"
+    upgrade_database(url)
+    db = SessionRunner(url, 2)
+    document = tiny_task_spec(
+        ["ok"],
+        budget={"trials": 1},
+        parallel={"trial_groups": 1, "folds": 2, "workers_per_fold": 1},
+        resources={"cpus_per_worker": 1},
+    )
+    document["trainer"]["epochs"] = 1
+    spec = StudySpec.model_validate(document)
+
+    def create(session) -> int:
+        study = study_repo.create_study(session, spec)
+        session.flush()
+        return study.id
+
+    study_id = db._write(create)
+
+    async def scenario() -> list[str | None]:
+        executor = RayExecutor(num_cpus=2)
+        await executor.start()
+        try:
+            held = placement_group([{"CPU": 2}])
+            await held.ready()
+            runner = StudyRunner(study_id, SchedulerStore(db), executor, poll_seconds=0.1)
+            task = asyncio.create_task(runner.run())
+            said, deadline = [], time.monotonic() + 60
+            while not said and time.monotonic() < deadline and not task.done():
+                await asyncio.sleep(0.2)
+                said = [reason] if (reason := _study(db, study_id).waiting) else []
+            remove_placement_group(held)  # room again: the study runs to its end
+            await asyncio.wait_for(task, timeout=180)
+            return said
+        finally:
+            await executor.shutdown()
+
+    said = asyncio.run(scenario())
+    assert said == [
+        "waiting for Ray to place the workers of 2 fold runs (1 CPUs each) for over 0.5 s: "
+        "Ray has 0 of 2 CPUs free on 1 alive node"
+    ]
+    study = _study(db, study_id)
+    assert study.status is StudyStatus.COMPLETED, study.error
+    assert study.waiting is None
