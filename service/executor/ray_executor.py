@@ -151,6 +151,11 @@ class RayExecutor:
             group, stats.cold = await self.pool.acquire(
                 (job.world_size, float(cpus_per_worker), float(gpus_per_worker))
             )
+        except ray.exceptions.RayError as err:  # e.g. its placement group went with a node
+            raise FoldFailed(
+                f"Ray could not start the fold's workers: {type(err).__name__}: {err}",
+                retryable=True,
+            ) from err
         finally:
             stats.placing_since = None
         stats.acquire_seconds = time.perf_counter() - started

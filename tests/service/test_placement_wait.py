@@ -1,4 +1,5 @@
-"""A fold run Ray cannot place: the study says why it waits, then runs once Ray has room."""
+"""A fold run Ray cannot place: the study says why it waits, a placement Ray drops is tried again,
+and the study runs once Ray has room."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ import time
 
 import pytest
 from ray.util.placement_group import placement_group, remove_placement_group
+from sqlalchemy import select
 
-from foldwise.schemas import StudyStatus
+from foldwise.schemas import FoldStatus, StudyStatus
 from foldwise.spec import StudySpec
 from service.db import studies as study_repo
 from service.db.engine import SessionRunner
-from service.db.models import StudyRow
+from service.db.models import FoldRunRow, StudyRow
 from service.db.schema import upgrade_database
 from service.executor import RayExecutor
 from service.scheduler import study_runner
@@ -32,7 +34,18 @@ def _study(db: SessionRunner, study_id: int) -> StudyRow:
     return db._read(work)
 
 
-def test_folds_ray_cannot_place_make_the_study_say_why(tmp_path, monkeypatch) -> None:
+def _runs(db: SessionRunner) -> list[FoldRunRow]:
+    def work(session) -> list[FoldRunRow]:
+        runs = list(session.scalars(select(FoldRunRow)))
+        session.expunge_all()
+        return runs
+
+    return db._read(work)
+
+
+def test_folds_ray_cannot_place_make_the_study_say_why_and_a_removed_placement_is_retried(
+    tmp_path, monkeypatch
+) -> None:
     # Ray's own CPUs are held outside the service's fold runs (another job on a shared cluster;
     # the same holds when its nodes died): the fold runs had a slot, so the study said nothing
     # and sat "running" with no placement for as long as it lasted
@@ -68,6 +81,9 @@ def test_folds_ray_cannot_place_make_the_study_say_why(tmp_path, monkeypatch) ->
             while not said and time.monotonic() < deadline and not task.done():
                 await asyncio.sleep(0.2)
                 said = [reason] if (reason := _study(db, study_id).waiting) else []
+            for group in executor.pool.busy_groups:  # as Ray did when their node died
+                remove_placement_group(group.pg)
+            await asyncio.sleep(1.0)
             remove_placement_group(held)  # room again: the study runs to its end
             await asyncio.wait_for(task, timeout=180)
             return said
@@ -82,3 +98,17 @@ def test_folds_ray_cannot_place_make_the_study_say_why(tmp_path, monkeypatch) ->
     study = _study(db, study_id)
     assert study.status is StudyStatus.COMPLETED, study.error
     assert study.waiting is None
+    # a placement group Ray removed fails the attempt as lost workers do (it was an error that
+    # failed the whole study): the fold runs again
+    runs = sorted((run.fold, run.attempt, run.status, run.error or "") for run in _runs(db))
+    assert [(fold, attempt, status) for fold, attempt, status, _ in runs] == [
+        (0, 0, FoldStatus.FAILED),
+        (0, 1, FoldStatus.COMPLETED),
+        (1, 0, FoldStatus.FAILED),
+        (1, 1, FoldStatus.COMPLETED),
+    ]
+    for _fold, attempt, _status, error in runs:
+        if attempt == 0:
+            assert error.startswith(
+                "Ray could not start the fold's workers: TaskPlacementGroupRemoved"
+            )
