@@ -28,7 +28,6 @@ from foldwise.errors import (
     NotAuthenticated,
     NotFound,
     ServiceUnavailable,
-    field_path,
 )
 from foldwise.held_responses import HeldResponses
 from foldwise.spec import StudySpec
@@ -84,8 +83,8 @@ def _read_document(path: Path) -> Any:
     except json.JSONDecodeError as exc:
         raise InvalidSpec([f"cannot parse {path}: {exc}"]) from exc
     except StrictJSONError as exc:  # a key given twice, an integer too long, deep nesting
-        where = field_path(exc.path)
-        detail = f"{where}: {exc}" if where else f"it {exc}"  # "it is nested more than ..."
+        where = ".".join(map(str, exc.path))  # the document's own keys, none dropped
+        detail = f"{where}: {exc}" if exc.path else f"it {exc}"  # "it is nested more than ..."
         raise InvalidSpec([f"cannot parse {path}: {detail}"]) from exc
     except SpecTextError as exc:
         raise InvalidSpec([" ".join(str(exc).split())]) from exc
@@ -286,6 +285,18 @@ def _trial_sort(sort: str) -> str:
     return sort
 
 
+def _check_wait(poll: float, timeout: float | None, outage: float = 60.0) -> None:
+    """``ValueError`` unless ``poll`` is in (0, ``MAX_POLL_SECONDS``] and ``timeout`` (or
+    None) and ``outage`` are seconds, at least 0: ``time.sleep`` raised on the rest only after
+    a first poll, and a NaN ``outage`` waited for ever."""
+    if not (math.isfinite(poll) and 0 < poll <= MAX_POLL_SECONDS):
+        raise ValueError(f"poll must be seconds above 0, at most {MAX_POLL_SECONDS:g}: {poll}")
+    if timeout is not None and not timeout >= 0:  # NaN too
+        raise ValueError(f"timeout must be seconds, at least 0, or None: {timeout}")
+    if not outage >= 0:
+        raise ValueError(f"outage must be seconds, at least 0: {outage}")
+
+
 def _all_pages(fetch: Callable[[int], schemas.Page[Any]]) -> list[Any]:
     rows: list[Any] = []
     while True:
@@ -385,10 +396,7 @@ class Study:
         ``ServiceUnavailable`` is raised only once it has been unreachable for ``outage``
         seconds in a row.
         """
-        if not (math.isfinite(poll) and 0 < poll <= MAX_POLL_SECONDS):
-            raise ValueError(f"poll must be seconds above 0, at most {MAX_POLL_SECONDS:g}: {poll}")
-        if timeout is not None and not timeout >= 0:  # NaN too
-            raise ValueError(f"timeout must be seconds, at least 0, or None: {timeout}")
+        _check_wait(poll, timeout, outage)
         deadline = math.inf if timeout is None else time.monotonic() + timeout
         down_since: float | None = None
         while True:
@@ -437,6 +445,8 @@ class Study:
 
         The service's scheduler carries the stop out; with ``wait`` this returns once it has
         (``TimeoutError`` after ``timeout`` seconds), else at once with ``stop_requested``."""
+        if wait:
+            _check_wait(0.5, timeout)  # before the stop is sent
         self.data = self.client.stop_study(self.id)
         if wait and not self.status.finished:
             self.wait(timeout=timeout, poll=0.5)

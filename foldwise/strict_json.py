@@ -16,14 +16,14 @@ from typing import Any
 
 from foldwise.limits import MAX_DEPTH
 
-Path = list[str | int]
+JSONPath = list[str | int]
 
 
 class StrictJSONError(ValueError):
     """A document that parses as JSON but may not be read: ``kind`` names the rule, ``path``
     the keys and indexes to where it breaks it."""
 
-    def __init__(self, kind: str, path: Path, message: str) -> None:
+    def __init__(self, kind: str, path: JSONPath, message: str) -> None:
         super().__init__(message)
         self.kind, self.path, self.message = kind, path, message
 
@@ -57,16 +57,17 @@ def loads_strict(text: str) -> Any:
         return int(digits_text)
 
     try:
-        value = json.loads(text, object_pairs_hook=read_object)
-    except json.JSONDecodeError:
-        raise
-    except RecursionError:  # past the parser's own depth (about 1,000)
+        try:
+            value = json.loads(text, object_pairs_hook=read_object)
+        except json.JSONDecodeError:
+            raise
+        except ValueError as exc:  # integers are read by the fast path until one is too long
+            if "digits" not in str(exc):
+                raise
+            value = json.loads(text, object_pairs_hook=read_object, parse_int=read_int)
+    except RecursionError:  # past the parser's own depth (about 1,000), in either pass
         message = f"is nested more than {MAX_DEPTH} levels deep"
         raise StrictJSONError("too_deep", [], message) from None
-    except ValueError as exc:  # integers are read by the fast path until one is too long
-        if "digits" not in str(exc):
-            raise
-        value = json.loads(text, object_pairs_hook=read_object, parse_int=read_int)
     targets = {id(obj) for obj, _key in repeated} | {id(n) for n in long_ints}
     paths = _paths_to(value, targets) if targets else {}
     for obj, key in repeated:  # the first still in the value (a later copy may replace one)
@@ -82,11 +83,11 @@ def loads_strict(text: str) -> Any:
     return value
 
 
-def _paths_to(root: Any, targets: set[int]) -> dict[int, Path]:
+def _paths_to(root: Any, targets: set[int]) -> dict[int, JSONPath]:
     """Keys and indexes from ``root`` to each node whose ``id`` is in ``targets`` (each is
     alive, held by the caller, so ids are not reused), in one walk of the value: a walk per
     target cost repeats times the document's size (31 s for a 64 kB body)."""
-    found: dict[int, Path] = {}
+    found: dict[int, JSONPath] = {}
     steps: list[tuple[int, str | int | None]] = []  # (the parent's step, the key to here)
     stack: list[tuple[Any, int, str | int | None]] = [(root, -1, None)]
     while stack and len(found) < len(targets):
@@ -102,8 +103,8 @@ def _paths_to(root: Any, targets: set[int]) -> dict[int, Path]:
     return found
 
 
-def _path(steps: list[tuple[int, str | int | None]], at: int) -> Path:
-    path: Path = []
+def _path(steps: list[tuple[int, str | int | None]], at: int) -> JSONPath:
+    path: JSONPath = []
     while at > 0:
         at, key = steps[at]
         assert key is not None

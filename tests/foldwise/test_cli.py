@@ -110,6 +110,11 @@ def test_submit_deeply_nested_file_is_one_line_naming_the_file(tmp_path, suffix,
         (('"name": "', '"name": "first", "name": "'), "name: the key 'name' is given twice"),
         (('"low": ', '"low": 0.5, "low": '), "space.lr.low: the key 'low' is given twice"),
         (('"trials": 10', '"trials": ' + "9" * 5000), "budget.trials: an integer of 5000 digits"),
+        (('"name": "', '"body": 1, "body": 2, "name": "'), "body: the key 'body' is given twice"),
+        (
+            ('"trials": 10', '"trials": ' + "9" * 5000 + ', "x": ' + "[" * 3000 + "]" * 3000),
+            "it is nested more than 32 levels deep",  # the second pass, for the long integer
+        ),
     ],
 )
 def test_json_spec_file_refuses_what_the_service_refuses(

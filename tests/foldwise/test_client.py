@@ -235,6 +235,7 @@ def test_wait_raises_timeout_error(stub, make_study):
         ({"poll": -1.0}, "poll"),
         ({"timeout": math.nan}, "timeout"),
         ({"timeout": -1.0}, "timeout"),
+        ({"outage": math.nan}, "outage"),  # it never raised ServiceUnavailable
     ],
 )
 def test_wait_refuses_a_poll_or_timeout_that_is_not_seconds(stub, make_study, arguments, what):
@@ -246,6 +247,15 @@ def test_wait_refuses_a_poll_or_timeout_that_is_not_seconds(stub, make_study, ar
         with pytest.raises(ValueError, match=f"^{what} must be seconds"):
             study.wait(**arguments)
     assert len(stub.requests) == polls
+
+
+def test_stop_with_a_timeout_that_is_not_seconds_sends_no_stop(stub, make_study):
+    stub.handle = lambda request: (200, make_study(status="running"))
+    with Client(stub.url) as client:
+        study = client.get_study(7)
+        with pytest.raises(ValueError, match="^timeout must be seconds"):
+            study.stop(timeout=math.nan)
+    assert [request.method for request in stub.requests] == ["GET"]
 
 
 def test_wait_rides_out_a_service_restart(dead_url, make_study):
