@@ -128,7 +128,7 @@ class Study(_Out):
     waiting: PlainText | None = Field(
         None,
         description="Why the study has fold runs ready that do not start (the cluster's "
-        "resources are in use), or null",
+        "resources are in use), or that Ray has not placed for over 10 s, or null",
     )
     progress: Progress
     best_trial: TrialSummary | None = None

@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,8 +64,11 @@ class WorkerPool:
         """Groups starting or running a fold."""
         return list(self._busy.values())
 
-    async def acquire(self, shape: Shape) -> tuple[WorkerGroup, bool]:
-        """A live group of `shape` with a fresh rendezvous address, and whether it was new."""
+    async def acquire(
+        self, shape: Shape, on_placed: Callable[[], None] | None = None
+    ) -> tuple[WorkerGroup, bool]:
+        """A live group of `shape` with a fresh rendezvous address, and whether it was new.
+        `on_placed` is called once Ray has placed a new group, before its workers start."""
         while (group := self._take_idle(shape)) is not None:
             try:
                 await self._refresh_master(group)
@@ -76,7 +80,7 @@ class WorkerPool:
                 self.discard(group)
                 raise
             return group, False
-        group = await self._create(shape)
+        group = await self._create(shape, on_placed)
         return group, True
 
     def release(self, group: WorkerGroup) -> None:
@@ -114,7 +118,9 @@ class WorkerPool:
                 return group
         return None
 
-    async def _create(self, shape: Shape) -> WorkerGroup:
+    async def _create(
+        self, shape: Shape, on_placed: Callable[[], None] | None = None
+    ) -> WorkerGroup:
         world_size, cpus, gpus = shape
         bundle = {"CPU": cpus, **({"GPU": gpus} if gpus > 0 else {})}
         pg = placement_group(
@@ -125,6 +131,8 @@ class WorkerPool:
         self._busy[group.id] = group
         try:
             await self._wait_placed(pg)
+            if on_placed is not None:
+                on_placed()
             group.actors = [
                 DDPWorker.options(
                     num_cpus=cpus,

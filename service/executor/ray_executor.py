@@ -40,6 +40,10 @@ FINISH_GRACE_S = 60.0
 """After one rank finishes cleanly, how long the others may take to finish too: every rank
 trains the same epochs, so all that is left to them is leaving the process group."""
 CONNECT_TIMEOUT_S = 120.0
+CAPACITY_TTL_S = 10.0
+"""How long ``describe_capacity`` reuses Ray's answer."""
+CAPACITY_TIMEOUT_S = 5.0
+"""How long ``describe_capacity`` waits for Ray's answer."""
 _RUN_KEYS = itertools.count(1)
 """Numbers that make each fold run's key unique, so a late stop never hits the next run."""
 
@@ -91,6 +95,8 @@ class RayExecutor:
         self.pool = WorkerPool(max_idle_groups=max_idle_groups)
         self.last_run_stats: FoldRunStats | None = None
         self._owns_ray = False
+        self._capacity: tuple[float, dict[str, Any]] | None = None
+        """When ``describe_capacity`` last asked Ray, and its answer."""
 
     async def start(self) -> None:
         """Start a local Ray (or join `address`) whose workers get the task modules' code."""
@@ -147,17 +153,22 @@ class RayExecutor:
         if gpus_per_worker > 0 and job.backend != "nccl":
             job = dataclasses.replace(job, backend="nccl")
         stats.placing_since = time.monotonic()
+
+        def placed() -> None:  # its workers start next: slow (torch) but not Ray's placing
+            stats.placing_since = None
+
         try:
             group, stats.cold = await self.pool.acquire(
-                (job.world_size, float(cpus_per_worker), float(gpus_per_worker))
+                (job.world_size, float(cpus_per_worker), float(gpus_per_worker)), placed
             )
         except ray.exceptions.RayError as err:  # e.g. its placement group went with a node
             raise FoldFailed(
                 f"Ray could not start the fold's workers: {type(err).__name__}: {err}",
-                retryable=True,
+                # the same runtime environment would fail to set up again
+                retryable=not isinstance(err, ray.exceptions.RuntimeEnvSetupError),
             ) from err
         finally:
-            stats.placing_since = None
+            placed()
         stats.acquire_seconds = time.perf_counter() - started
         FOLD_QUEUE_WAIT.observe(stats.acquire_seconds)
         stats.placement = group.placement
@@ -294,20 +305,30 @@ class RayExecutor:
             "busy_groups": len(self.pool.busy_groups),
         }
 
-    async def describe_capacity(self) -> str:
-        """What Ray says it can place now, in words: its alive nodes and free CPUs and GPUs,
-        or that it has no alive node or does not answer."""
-        health = await asyncio.to_thread(self.health)
+    async def describe_capacity(self, *, gpus: bool = False) -> str:
+        """What Ray says it can place, in words: free CPUs (and GPUs, when the cluster has some
+        or ``gpus``) on its alive nodes, or that it has no alive node or does not answer.
+
+        Asked of Ray at most every ``CAPACITY_TTL_S`` however many studies wait, and for at
+        most ``CAPACITY_TIMEOUT_S``: the answer is only words for a study's ``waiting``."""
+        now = time.monotonic()
+        if self._capacity is None or now - self._capacity[0] >= CAPACITY_TTL_S:
+            try:
+                health = await asyncio.wait_for(
+                    asyncio.to_thread(self.health), timeout=CAPACITY_TIMEOUT_S
+                )
+            except TimeoutError:
+                health = {"ok": False, "error": f"Ray did not answer in {CAPACITY_TIMEOUT_S:g} s"}
+            self._capacity = now, health
+        health = self._capacity[1]
         if not health["ok"]:
             why = health.get("error") or "Ray reports no alive node"
             return f"{why} (see GET /health)"
-        gpus = health["gpus"]
-        free_gpus = f" and {health['gpus_free']:g} of {gpus:g} GPUs" if gpus else ""
+        free = f"{health['cpus_free']:g} of {health['cpus']:g} CPUs"
+        if health["gpus"] or gpus:
+            free += f" and {health['gpus_free']:g} of {health['gpus']:g} GPUs"
         nodes = health["nodes"]
-        return (
-            f"Ray has {health['cpus_free']:g} of {health['cpus']:g} CPUs{free_gpus} free on "
-            f"{nodes} alive node{'s' if nodes != 1 else ''}"
-        )
+        return f"Ray has {free} free on {nodes} alive node{'s' if nodes != 1 else ''}"
 
     def node_capacities(self) -> list[NodeCapacity]:
         """CPUs and GPUs of each alive node, in all (blocking: a call to Ray's GCS)."""

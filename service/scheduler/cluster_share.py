@@ -102,7 +102,7 @@ class ClusterShare:
         if me is None or me.ready <= 0 or self.cpus is None:
             return None
         free_cpus, free_gpus = self._free()
-        need = f"{me.cpus:g} CPUs" + (f" and {me.gpus:g} GPUs" if me.gpus else "")
+        need = fold_needs(me.cpus, me.gpus)
         others = sorted(sid for sid, c in self._claims.items() if sid != study_id and c.running)
         held = f" (held by studies {', '.join(map(str, others))})" if others else ""
         return (
@@ -144,3 +144,9 @@ class ClusterShare:
         for study_id, claim in self._claims.items():
             if claim.ready > 0 and study_id != but:
                 claim.wake()
+
+
+def fold_needs(cpus: float, gpus: float) -> str:
+    """What one fold run holds, in words: "4 CPUs", "1 CPU and 1 GPU"."""
+    text = f"{cpus:g} CPU{'' if cpus == 1 else 's'}"
+    return text + (f" and {gpus:g} GPU{'' if gpus == 1 else 's'}" if gpus else "")

@@ -27,7 +27,7 @@ from trainers.objective import fold_value
 
 
 class FoldExecutor(Protocol):
-    async def describe_capacity(self) -> str: ...
+    async def describe_capacity(self, *, gpus: bool = False) -> str: ...
 
     def run_fold(
         self,

@@ -31,7 +31,7 @@ from service.cluster_fit import fold_capacity
 from service.db.models import utcnow
 from service.db.trials import STOPPED_ERROR
 from service.metrics import FOLD_SLOT_SECONDS, SUGGESTION_SECONDS
-from service.scheduler.cluster_share import ClusterShare
+from service.scheduler.cluster_share import ClusterShare, fold_needs
 from service.scheduler.fold_task import (
     FoldExecutor,
     FoldOutcome,
@@ -80,6 +80,8 @@ class StudyRunner:
         self.folds: dict[asyncio.Task[FoldOutcome], tuple[TrialProgress, FoldTask]] = {}
         """Running fold tasks, those of trials that already ended (winding down) included."""
         self.slots = 1
+        self.fold_cpus = self.fold_gpus = 0.0
+        """What one fold run of the study holds."""
         self.meter = SlotMeter()
         self.incumbent: Incumbent | None = None
         self.context: StudyContext | None = None
@@ -123,12 +125,14 @@ class StudyRunner:
         )
         self.slots = await self._fold_slots(spec)
         self.meter = SlotMeter(self.slots)
+        workers, resources = spec.parallel.workers_per_fold, spec.resources
+        self.fold_cpus = workers * resources.cpus_per_worker
+        self.fold_gpus = workers * resources.gpus_per_worker
         if self.share is not None:
-            workers, resources = spec.parallel.workers_per_fold, spec.resources
             self.share.join(
                 self.study_id,
-                cpus=workers * resources.cpus_per_worker,
-                gpus=workers * resources.gpus_per_worker,
+                cpus=self.fold_cpus,
+                gpus=self.fold_gpus,
                 priority=spec.priority,
                 wake=self.wake,
             )
@@ -258,16 +262,12 @@ class StudyRunner:
         waiting = [t for t in since if t is not None]
         if not waiting or time.monotonic() - min(waiting) < PLACEMENT_PATIENCE_S:
             return None
-        assert self.context is not None
-        spec = self.context.spec
-        workers, resources = spec.parallel.workers_per_fold, spec.resources
-        need = f"{workers * resources.cpus_per_worker:g} CPUs"
-        if resources.gpus_per_worker:
-            need += f" and {workers * resources.gpus_per_worker:g} GPUs"
+        need = fold_needs(self.fold_cpus, self.fold_gpus)
         runs = f"{len(waiting)} fold run{'s' if len(waiting) != 1 else ''}"
+        capacity = await self.executor.describe_capacity(gpus=self.fold_gpus > 0)
         return (
             f"waiting for Ray to place the workers of {runs} ({need} each) for over "
-            f"{PLACEMENT_PATIENCE_S:g} s: {await self.executor.describe_capacity()}"
+            f"{PLACEMENT_PATIENCE_S:g} s: {capacity}"
         )
 
     async def _reap(self) -> None:
