@@ -78,23 +78,27 @@ def test_pruning_stops_a_fold_run_whose_curve_is_below_the_median(service) -> No
     # a flat run is worse than any ok run: the median of references that include ok runs
     # prunes it (an ok run may be pruned too: it is compared with runs as good as itself)
     assert any(t.params["mode"] == "flat" for t in pruned), [t.params for t in trials]
+    early = []
     for trial in pruned:
         stopped = [f for f in trial.folds if f.status is FoldStatus.PRUNED]
         assert stopped and "median rule" in trial.pruned_reason
         assert trial.pruned_reason in {f.error for f in stopped}
         for run in stopped:
-            # it ends after the epoch it is in when the stop reaches it, before its last one
-            # (the tiny task's epochs take milliseconds, shorter than that round trip, so how
-            # many it trains after the decision depends on the machine's load); its value is
-            # the one it had reached when the rule decided
+            # it ends after the epoch it is in when the stop reaches it (the tiny task's epochs
+            # take milliseconds, shorter than that round trip, so how many it trains after the
+            # decision depends on the machine's load): decided in the first half, it never
+            # reaches its last epoch; its value is the one it had reached when the rule decided
             decided = int(re.search(r"at epoch (\d+)", run.error).group(1))
-            assert decided <= len(run.epochs) < EPOCHS
+            if decided <= EPOCHS // 2:
+                early.append(run)
+                assert len(run.epochs) < EPOCHS
             losses = [e.metrics["val_loss"] for e in run.epochs[:decided]]
             assert run.value == pytest.approx(min(losses))
         # the trial's value: the mean of the pruned fold's and of the folds that had finished
         # by then (other folds, stopped in their last epoch, may still finish after it)
         done = [f for f in trial.folds if f.status is FoldStatus.COMPLETED]
         assert 1 <= trial.value_folds <= len(done) + 1
+    assert early, "a flat run is decided after its first epochs"
 
 
 def test_slot_use_and_pruned_trials_are_in_the_metrics(service) -> None:
