@@ -236,6 +236,11 @@ def test_deep_nesting_is_refused_at_its_depth(api: TestClient) -> None:
     flat = json.dumps(_with(("trainer", "options", "a"), 0)).replace('"a": 0', f'"a": {very_deep}')
     too_deep = _post_raw(api, flat)  # a 400 naming nothing, before
     assert too_deep.status_code == 422 and too_deep.json()["detail"][0]["type"] == "too_deep"
+    # a too-long integer first makes the parser read the body again: a 400 naming nothing, before
+    long_first = flat.replace('"epochs": ', '"epochs": ' + "9" * 5000 + ', "x": ', 1)
+    assert long_first != flat
+    too_deep = _post_raw(api, long_first)
+    assert too_deep.status_code == 422 and too_deep.json()["detail"][0]["type"] == "too_deep"
     session = api.post("/dashboard/session", content=very_deep.encode(), headers=JSON)
     assert session.status_code == 422
     assert api.get("/studies").json()["count"] == 0
