@@ -258,8 +258,8 @@ class StudyRunner:
         """Why fold runs that were given a slot have no workers yet, once the first of them
         has waited ``PLACEMENT_PATIENCE_S``: Ray cannot place them (its nodes died, or what
         they need is held outside this service), which it would not say on its own."""
-        since = [task.placing_since for _trial, task in self.folds.values()]
-        waiting = [t for t in since if t is not None]
+        folds = (task for _trial, task in self.folds.values())
+        waiting = [task.placing_since for task in folds if task.placing_since is not None]
         if not waiting or time.monotonic() - min(waiting) < PLACEMENT_PATIENCE_S:
             return None
         need = fold_needs(self.fold_cpus, self.fold_gpus)
