@@ -21,5 +21,5 @@ COPY --chown=ray:users trainers trainers
 COPY --chown=ray:users service service
 COPY --chown=ray:users migrations migrations
 RUN pip install --no-cache-dir --extra-index-url "${TORCH_INDEX_URL}" \
-    -e '.[server]' ${EXTRA_PACKAGES}
+    -e '.[server,lightning]' ${EXTRA_PACKAGES}
 EXPOSE 8000

@@ -11,7 +11,7 @@ export FOLDWISE_URL ?= http://$(HOST):$(PORT)
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[server,dev]'
+	$(PY) -m pip install --quiet -e '.[server,dev,lightning]'
 	touch $(STAMP)
 
 install: $(STAMP)

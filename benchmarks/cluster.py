@@ -127,12 +127,12 @@ def node_loss(cluster: LoopbackCluster, service: LiveService, args: argparse.Nam
                 for r in _runs(http, study_id)
                 if r["fold"] == victim["fold"] and r["attempt"] > victim["attempt"]
             ]
-            new = [r for r in retry if any(not e["metrics"].get("restored") for e in r["epochs"])]
+            new = [r for r in retry if any(not e["restored"] for e in r["epochs"])]
             if new:
                 break
             time.sleep(POLL_S)
         recovery = time.monotonic() - killed
-        restored = sum(1 for e in new[0]["epochs"] if e["metrics"].get("restored"))
+        restored = sum(1 for e in new[0]["epochs"] if e["restored"])
         study = _wait_end(http, study_id)
     print(f"  node loss {n + 1}: {lost} lost, trained again in {recovery:.1f} s", file=sys.stderr)
     return recovery, restored, study["status"]

@@ -12,6 +12,7 @@ import statistics
 import sys
 import time
 
+from foldwise.spec import TrainerSpec
 from service.executor import FoldRunStats, RayExecutor
 from trainers.job import FoldJob
 
@@ -36,12 +37,10 @@ async def run(args: argparse.Namespace) -> list[tuple[int, str, list[FoldRunStat
     try:
         for world_size in (1, 2):
             job = FoldJob(
-                task=args.task,
+                trainer=TrainerSpec(task=args.task, epochs=args.epochs, batch_size=64),
                 params={"lr": 0.01},
                 fold=0,
                 folds=3,
-                epochs=args.epochs,
-                batch_size=64,
                 world_size=world_size,
             )
             for pool in ("cold", "warm"):

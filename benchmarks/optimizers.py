@@ -68,24 +68,28 @@ class DigitsCV:
         self.epochs, self.data = epochs, None
 
     def __call__(self, config: dict[str, Any]) -> float:
-        from trainers.builtin.digits_mlp import load_data
+        from foldwise.spec import TrainerSpec
         from trainers.ddp import free_port
+        from trainers.fold_data import load_task_data
         from trainers.fold_runner import run_fold
         from trainers.job import FoldJob
         from trainers.objective import fold_value
+        from trainers.report import EpochReport
+        from trainers.task import resolve_task
 
-        self.data = self.data or load_data()
+        self.data = self.data or load_task_data(resolve_task("digits_mlp"), {})
         values = []
         for fold in range(5):
             job = FoldJob(
-                task="digits_mlp", params=config, fold=fold, folds=5, epochs=self.epochs,
-                world_size=1, monitor=False,
+                trainer=TrainerSpec(task="digits_mlp", epochs=self.epochs), params=config,
+                fold=fold, folds=5, world_size=1, monitor=False,
             )  # fmt: skip
-            epochs = run_fold(
+            events = run_fold(
                 job, rank=0, master_addr="127.0.0.1", master_port=free_port(),
                 num_threads=1, data=self.data,
             )  # fmt: skip
-            values.append(fold_value(list(epochs), "val_loss", "minimize"))
+            epochs = [e.metrics for e in events if isinstance(e, EpochReport)]
+            values.append(fold_value(epochs, "val_loss", "minimize"))
         return float(np.mean(values))
 
 

@@ -135,11 +135,24 @@ class Study(_Out):
     warm_start: WarmStartSummary | None = Field(
         None, description="The prior observations its spec's warm_start brought in, or null"
     )
+    code_hash: str | None = Field(
+        None,
+        description="Content hash of the task package the study runs, as it was when it was "
+        "submitted; null for a built-in task",
+    )
 
 
 class EpochMetrics(_Out):
     epoch: int
-    metrics: dict[str, float]
+    metrics: dict[str, float] = Field(
+        ..., description="What the task reported and foldwise measured of the epoch"
+    )
+    restored: bool = Field(
+        False, description="Replayed from an earlier attempt's checkpoint (trained by it)"
+    )
+    stopped: bool = Field(
+        False, description="The run was stopped in this epoch (racing, pruning, the study)"
+    )
 
 
 class RankPlacement(_Out):
@@ -164,6 +177,12 @@ class FoldRun(_Out):
     placement: list[RankPlacement] | None = Field(
         None, description="The node (and GPUs) each rank ran on; null until placed"
     )
+    checkpoint_epoch: int | None = Field(
+        None, description="Last epoch this attempt checkpointed, if any"
+    )
+    model_saved: bool = Field(
+        False, description="The fold's model was saved: GET .../folds/{fold}/model"
+    )
     epochs: list[EpochMetrics] = Field(default_factory=list)
 
     @computed_field(
@@ -171,18 +190,7 @@ class FoldRun(_Out):
     )
     @property
     def resumed_epochs(self) -> int:
-        return sum(1 for e in self.epochs if e.metrics.get("restored"))
-
-    @computed_field(description="Last epoch this attempt checkpointed, if any")
-    @property
-    def checkpoint_epoch(self) -> int | None:
-        marked = [e.epoch for e in self.epochs if e.metrics.get("checkpoint")]
-        return max(marked) if marked else None
-
-    @computed_field(description="The fold's model was saved: GET .../folds/{fold}/model")
-    @property
-    def model_saved(self) -> bool:
-        return any(e.metrics.get("model_saved") for e in self.epochs)
+        return sum(1 for e in self.epochs if e.restored)
 
 
 class Trial(TrialSummary):

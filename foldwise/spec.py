@@ -48,11 +48,20 @@ from foldwise.limits import (
 )
 from foldwise.space import (
     STORED,
+    CategoricalParam,
     ConditionError,
+    IntParam,
     Param,
     check_conditions_can_hold,
     condition_order,
 )
+
+SEARCHED_SETTINGS: dict[str, tuple[int, int]] = {
+    "batch_size": (1, 1_000_000),
+    "epochs": (1, 100_000),
+}
+"""Trainer settings a search space may hold as parameters, with the values they may take: a
+trial's value replaces ``trainer.<name>`` for that trial's folds."""
 
 OPTIMIZER_NAMES = ("random", "gp", "evolution", "nas_evolution")
 """Optimizers a spec may name; the service's registry implements exactly these."""
@@ -181,7 +190,43 @@ class TrainerSpec(_Strict):
         le=MAX_FOLD_TIMEOUT_S,
         description="Seconds a fold run may take in all; a longer one fails as hung",
     )
+    precision: Literal["32", "bf16", "fp16"] = Field(
+        "32",
+        description="32: float32; bf16: bfloat16 autocast (CPU or GPU); fp16: float16 autocast "
+        "with a gradient scaler (GPU only). The built-in loop and Lightning tasks use it",
+    )
+    clip_grad_norm: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_ABS_BOUND,
+        description="Clip the gradients' global norm to this before each step (built-in loop, "
+        "Lightning)",
+    )
+    num_workers: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description="DataLoader worker processes per rank (built-in loop, Lightning); 0 reads "
+        "batches in the training process",
+    )
+    val_batch_size: int = Field(
+        1024,
+        ge=1,
+        le=1_000_000,
+        description="Validation batch per rank (built-in loop, Lightning)",
+    )
     options: Options = Field(default_factory=dict, description="Passed to the task as-is")
+
+    @field_validator("precision", mode="before")
+    @classmethod
+    def _precision_name(cls, value: Any) -> Any:
+        """``precision: 32`` reads as the name ``"32"`` (YAML makes it a number)."""
+        return "32" if value == 32 and not isinstance(value, bool) else value
+
+    def for_trial(self, params: dict[str, Any]) -> TrainerSpec:
+        """These settings with the ones a trial's params search (``SEARCHED_SETTINGS``)."""
+        searched = {name: int(params[name]) for name in SEARCHED_SETTINGS if name in params}
+        return self.model_copy(update=searched) if searched else self
 
     @field_validator("task", mode="wrap")
     @classmethod
@@ -386,6 +431,36 @@ class StudySpec(_Strict):
                 "worker per fold"
             )
             raise _spec_error(("resources", "gpus_per_worker"), message, gpus)
+        return self
+
+    @model_validator(mode="after")
+    def _fp16_needs_a_gpu(self) -> StudySpec:
+        if self.trainer.precision == "fp16" and self.resources.gpus_per_worker == 0:
+            message = "fp16 needs a GPU (resources.gpus_per_worker > 0): use bf16 on CPUs, or 32"
+            raise _spec_error(("trainer", "precision"), message, "fp16")
+        return self
+
+    @model_validator(mode="after")
+    def _searched_settings_fit(self) -> StudySpec:
+        """A trainer setting searched in ``space`` takes whole values in its range."""
+        for name, (low, high) in SEARCHED_SETTINGS.items():
+            param = self.space.get(name)
+            if param is None:
+                continue
+            if isinstance(param, CategoricalParam):
+                values = param.choices
+            elif isinstance(param, IntParam):
+                values = [param.low, param.high]
+            else:
+                values = [None]
+            if not all(
+                isinstance(v, int) and not isinstance(v, bool) and low <= v <= high for v in values
+            ):
+                message = (
+                    f"{name} here sets trainer.{name} for each trial: it must be an int "
+                    f"parameter (or choices of whole numbers) within [{low}, {high}]"
+                )
+                raise _space_error((name,), message)
         return self
 
     @model_validator(mode="after")

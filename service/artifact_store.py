@@ -18,12 +18,8 @@ from pathlib import Path
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from trainers.checkpoint import (
-    CHECKPOINT_FILE,
-    MODEL_FILE,
-    fold_artifact_key,
-    study_artifact_key,
-)
+from trainers.artifact_keys import fold_artifact_key, study_artifact_key
+from trainers.report import CHECKPOINT_FILE, MODEL_FILE
 
 CHUNK_BYTES = 1024 * 1024
 

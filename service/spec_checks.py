@@ -9,43 +9,48 @@ from typing import Any
 
 from fastapi.exceptions import RequestValidationError
 
-from foldwise.spec import StudySpec
+from foldwise.spec import StudySpec, TrainerSpec
 from optimizers.base import OptionError
 from service.cluster_fit import NodeCapacity, fold_fit_problem
 from service.study_optimizer import build_optimizer
-from service.task_policy import task_choices, task_kind, task_name_problem
+from service.task_policy import task_choices, task_name_problem, task_profile
+from trainers.task import Loop, TaskNotFound, TaskProfile
 
 
 def check_runnable(
     spec: StudySpec,
     *,
     task_modules: Sequence[str] = (),
-    describe: Callable[[str], str] | None = None,
+    describe: Callable[[str], TaskProfile] | None = None,
     nodes: Sequence[NodeCapacity] = (),
 ) -> None:
     """Raise a 422 naming the field when the study could not run. ``task_modules``: packages
-    whose modules may be tasks; ``describe``: a user task's kind, found in a worker (else in a
-    subprocess); ``nodes``: the cluster's (empty: not known, so not checked). Blocking."""
-    from trainers.fold_training import epoch_metric_names
-    from trainers.task import TaskNotFound
-
+    whose modules may be tasks; ``describe``: a user task's profile, found in a worker (else
+    in a subprocess); ``nodes``: the cluster's (empty: not known, so not checked). Blocking."""
     name = spec.trainer.task
     problem = task_name_problem(name, task_modules)
     if problem is not None:
         raise _invalid(("trainer", "task"), problem, name)
     try:
-        kind = task_kind(name, describe)
+        profile = task_profile(name, describe)
     except TaskNotFound as exc:
         message = f"{exc}; {task_choices(task_modules)}"
         raise _invalid(("trainer", "task"), message, name) from exc
     resources, parallel = spec.resources, spec.parallel
-    metrics = epoch_metric_names(kind, gpu=resources.gpus_per_worker > 0)
+    metrics = profile.metrics(gpu=resources.gpus_per_worker > 0)
     if spec.objective.metric not in metrics:
         raise _invalid(
             ("objective", "metric"),
-            f"task {name!r} ({kind}) reports {', '.join(metrics)}",
+            f"task {name!r} ({profile.kind}) reports {', '.join(metrics)}",
             spec.objective.metric,
         )
+    for setting in unused_trainer_settings(spec.trainer, profile.loop):
+        message = (
+            f"task {name!r} trains with its own train_fold, which trainer.{setting} does not "
+            "reach (it sets the built-in loop and Lightning): read your own setting from "
+            "trainer.options instead"
+        )
+        raise _invalid(("trainer", setting), message, getattr(spec.trainer, setting))
     problem = fold_fit_problem(
         nodes,
         workers=parallel.workers_per_fold,
@@ -61,6 +66,23 @@ def check_runnable(
         raise _invalid(("optimizer", "options", exc.name), str(exc), value) from exc
     except (ValueError, TypeError, OverflowError) as exc:
         raise _invalid(("optimizer", "options"), str(exc), spec.optimizer.options) from exc
+
+
+LOOP_SETTINGS = ("precision", "clip_grad_norm", "num_workers", "val_batch_size")
+"""Trainer settings foldwise applies in its own loops (built-in, Lightning), not in a task's
+own ``train_fold``: there they would be silently ignored."""
+
+
+def unused_trainer_settings(trainer: TrainerSpec, loop: Loop) -> list[str]:
+    """The settings a spec gives explicitly that the task's loop would not use."""
+    if loop is not Loop.OWN:
+        return []
+    defaults = TrainerSpec.model_fields
+    return [
+        name
+        for name in LOOP_SETTINGS
+        if name in trainer.model_fields_set and getattr(trainer, name) != defaults[name].default
+    ]
 
 
 def _invalid(loc: tuple[str, ...], message: str, value: Any) -> RequestValidationError:

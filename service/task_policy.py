@@ -15,12 +15,13 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from trainers.task import BUILTIN_TASKS, KINDS, TaskNotFound, resolve_task
+from trainers.task import BUILTIN_TASKS, TaskNotFound, TaskProfile, resolve_task
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DESCRIBE_TIMEOUT_S = 60.0
 _DESCRIBE = (
-    "import sys; from trainers.task import resolve_task; print(resolve_task(sys.argv[1]).kind)"
+    "import sys; from trainers.task import resolve_task; "
+    "print(resolve_task(sys.argv[1]).profile().to_json())"
 )
 
 
@@ -45,12 +46,12 @@ def task_choices(allowed: Sequence[str]) -> str:
     return f"the built-in tasks are {builtins}, and custom tasks are {custom}"
 
 
-def task_kind(name: str, remote: Callable[[str], str] | None) -> str:
-    """What kind of task ``name`` (permitted) is. A built-in is ours, read here; a user's is
-    described by ``remote`` (in a Ray worker), else in a subprocess. ``TaskNotFound`` if it
-    cannot be loaded."""
+def task_profile(name: str, remote: Callable[[str], TaskProfile] | None) -> TaskProfile:
+    """What task ``name`` (permitted) is: its kind, loop and metrics. A built-in is ours, read
+    here; a user's is described by ``remote`` (in a Ray worker), else in a subprocess.
+    ``TaskNotFound`` if it cannot be loaded."""
     if name in BUILTIN_TASKS:
-        return resolve_task(name).kind
+        return resolve_task(name).profile()
     if remote is not None:
         return remote(name)
     return describe_in_subprocess(name)
@@ -62,9 +63,9 @@ def scrubbed_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("FOLDWISE_")}
 
 
-def describe_in_subprocess(name: str, timeout: float = DESCRIBE_TIMEOUT_S) -> str:
-    """The task's kind, found by importing it in a new Python process; ``TaskNotFound`` with
-    the reason it gave when it cannot be loaded."""
+def describe_in_subprocess(name: str, timeout: float = DESCRIBE_TIMEOUT_S) -> TaskProfile:
+    """The task's profile, found by importing it in a new Python process; ``TaskNotFound``
+    with the reason it gave when it cannot be loaded."""
     env = scrubbed_environment()
     env["PYTHONPATH"] = os.pathsep.join(
         dict.fromkeys(p for p in (os.getcwd(), str(REPO_ROOT), env.get("PYTHONPATH")) if p)
@@ -84,6 +85,9 @@ def describe_in_subprocess(name: str, timeout: float = DESCRIBE_TIMEOUT_S) -> st
         lines = done.stderr.strip().splitlines() or ["it could not be loaded"]
         raise TaskNotFound(lines[-1].removeprefix("trainers.task.TaskNotFound: "))
     said = done.stdout.strip().splitlines()
-    if not said or said[-1] not in KINDS:  # its code ended the process before the answer
-        raise TaskNotFound(f"task {name!r}: loading it ended the process without an answer")
-    return said[-1]
+    try:  # its code may have printed too, or ended the process before the answer
+        return TaskProfile.from_json(said[-1])
+    except (IndexError, ValueError, KeyError, TypeError) as exc:
+        raise TaskNotFound(
+            f"task {name!r}: loading it ended the process without an answer"
+        ) from exc

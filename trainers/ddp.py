@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,11 +47,13 @@ def process_group(
     master_port: int,
     store: dist.Store | None = None,
     timeout: timedelta = COLLECTIVE_TIMEOUT,
-) -> Iterator[None]:
+) -> Iterator[dist.Store]:
     """Join a TCP-rendezvous process group for the duration of the block; always leave it.
 
     Rank 0 listens at `master_port` and the others connect there; rank 0 may instead bring
     the `store` it listens with already (`master_store`, the port the others were given).
+    The block gets the store, where the ranks can leave each other messages. ``timeout`` is
+    how long a collective waits for the other ranks (the rendezvous waits COLLECTIVE_TIMEOUT).
     """
     if dist.is_initialized():  # a previous run in this process did not clean up
         dist.destroy_process_group()
@@ -60,7 +63,7 @@ def process_group(
             master_port,
             is_master=rank == 0,
             wait_for_workers=False,
-            timeout=timeout,
+            timeout=COLLECTIVE_TIMEOUT,
         )
     dist.init_process_group(
         backend,
@@ -70,7 +73,7 @@ def process_group(
         timeout=timeout,
     )
     try:
-        yield
+        yield store
     finally:
         dist.destroy_process_group()
 
@@ -100,6 +103,20 @@ def wrap_model(model: nn.Module, device: torch.device) -> nn.Module:
     return DistributedDataParallel(model, device_ids=device_ids, init_sync=True)
 
 
+def release_models(models: list[nn.Module]) -> None:
+    """Free DDP wrappers while the process group still exists.
+
+    DDP's C++ reducer holds the process group. If the reducer held the last reference,
+    freeing it would run ProcessGroupGloo's destructor with the GIL held, and that destructor
+    joins gloo's worker threads, one of which may be waiting for the GIL to drop the tensor of
+    the work it just finished: a deadlock (seen in about one warm fold run in ten). Freed
+    first, the group is destroyed later by `destroy_process_group`, which releases the GIL.
+    DDP's hooks make reference cycles, hence the collection.
+    """
+    models.clear()
+    gc.collect()
+
+
 def broadcast_object(obj: Any, device: torch.device) -> Any:
     """Rank 0's `obj` on every rank (pickled; for small things such as a checkpoint)."""
     if dist.get_world_size() == 1:
@@ -107,19 +124,3 @@ def broadcast_object(obj: Any, device: torch.device) -> Any:
     holder = [obj]
     dist.broadcast_object_list(holder, src=0, device=device if device.type == "cuda" else None)
     return holder[0]
-
-
-def all_reduce_sum(values: list[float], device: torch.device) -> list[float]:
-    """Element-wise sum of `values` over all ranks, in float64."""
-    return _all_reduce(values, device, dist.ReduceOp.SUM)
-
-
-def all_reduce_max(values: list[float], device: torch.device) -> list[float]:
-    """Element-wise maximum of `values` over all ranks."""
-    return _all_reduce(values, device, dist.ReduceOp.MAX)
-
-
-def _all_reduce(values: list[float], device: torch.device, op: dist.ReduceOp) -> list[float]:
-    tensor = torch.tensor(values, dtype=torch.float64, device=device)
-    dist.all_reduce(tensor, op=op)
-    return tensor.tolist()

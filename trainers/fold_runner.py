@@ -1,199 +1,235 @@
-"""Run one fold of one trial as a DDP job and yield its metrics once per epoch (DESIGN §6).
+"""Run one fold of one trial as a DDP job: one fold function on every rank, its reports streamed.
 
-Every rank runs `run_fold` with the same job and yields the same all-reduced metrics, so every
-rank makes the same early-stopping decision. When the job keeps artifacts, rank 0 keeps a
-checkpoint every `checkpoint_every` epochs and the fold's model at the end (in a directory, or as
-bytes for its caller: ``trainers.fold_artifacts``); a resumed attempt first re-yields the
-checkpoint's epochs (marked `restored: 1`) and then continues after them.
+Every way a task trains (its own ``train_fold``, the built-in loop, a Lightning module) is a
+fold function on a ``FoldContext``, run here in a thread of its own while the runner streams
+what rank 0 reports (``trainers.report``) to its caller: the service's Ray worker, or a local
+run (``run_fold_in_directory``, ``foldwise task check``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
+import queue
+import threading
+import traceback
 from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
-from trainers.checkpoint import job_fingerprint, matching_checkpoint
-from trainers.ddp import broadcast_object, master_store, process_group, resolve_device
-from trainers.fold_artifacts import BaseFoldArtifacts, DirectoryArtifacts
-from trainers.fold_training import FoldTraining, TrainingDiverged
+from trainers.context import FoldContext
+from trainers.ddp import COLLECTIVE_TIMEOUT, broadcast_object, process_group, resolve_device
+from trainers.fold_channel import FoldChannel, FoldContractError, FoldStopped
+from trainers.fold_data import TaskData, load_task_data
 from trainers.job import FoldJob
 from trainers.monitor import ResourceMonitor
-from trainers.objective import improved, make_stopper
-from trainers.task import resolve_task
+from trainers.rank_exchange import PeerFailed, RankExchange, RunAbandoned
+from trainers.report import CHECKPOINT_FILE, FoldEvent, SavedArtifact
+from trainers.task import Loop, Task, resolve_task
 
-__all__ = ["TrainingDiverged", "master_store", "run_fold", "resolve_task"]
+ABANDON_JOIN_S = 30.0
+"""How long an abandoned run waits for its fold function to reach its next report."""
+_DONE = object()
 
 
-def run_fold(
-    job: FoldJob,
-    *,
-    rank: int,
-    master_addr: str,
-    master_port: int,
-    store: dist.Store | None = None,
-    device: str | torch.device | None = None,
-    data: tuple[np.ndarray, np.ndarray] | None = None,
-    num_threads: int | None = None,
-    stop_requested: Callable[[], bool] | None = None,
-    artifacts: BaseFoldArtifacts | None = None,
-) -> Iterator[dict[str, float]]:
-    """Train `job`'s fold as rank `rank` of `job.world_size`; yield per-epoch metrics.
+class FoldRunner:
+    """Rank ``rank`` of ``job``: ``events()`` trains it and yields what rank 0 reports.
 
-    Rank 0 listens for the others at `master_port`, or with `store` when it brings one
-    (``trainers.ddp.master_store``). `data` skips `load_data()` (a warm worker passes its
-    cached copy); `num_threads` sets torch's intra-op threads to this worker's CPU share.
-    `stop_requested` is asked at the end of each epoch: once it says yes on any rank, every
-    rank yields that epoch marked `stopped: 1` and returns (no model is saved). The process
-    group is always destroyed on exit. `artifacts` is where rank 0 keeps its checkpoint and
-    model: needed with `job.artifact_key`, a directory by default with `job.checkpoint_dir`;
-    other ranks never use it.
+    Rank 0 listens for the others at ``master_port``, or with ``store`` when it brings one
+    (``trainers.ddp.master_store``). ``data`` skips ``load_data`` (a warm worker passes its
+    copy); ``num_threads`` sets torch's intra-op threads to this worker's CPU share.
+    ``stop_requested`` is asked at each report: once it says yes on any rank, every rank's
+    ``should_stop()`` says so at that epoch (marked ``stopped``) and no model is sent.
+    ``restore``: the checkpoint a resumed attempt (``job.resume``) continues from.
     """
-    if not 0 <= rank < job.world_size:
-        raise ValueError(f"rank must be in [0, {job.world_size}), got {rank}")
-    if rank == 0 and artifacts is None and job.keeps_artifacts:
-        if job.checkpoint_dir is None:
-            raise ValueError("a job with an artifact_key needs the artifacts to keep them in")
-        artifacts = DirectoryArtifacts(job.checkpoint_dir)
-    task = resolve_task(job.task)
-    X, y = data if data is not None else task.load_data(job.options)
-    if num_threads is not None:
-        torch.set_num_threads(max(1, int(num_threads)))
-    dev = resolve_device(job.backend, device)
-    with (
-        process_group(
-            backend=job.backend,
-            rank=rank,
-            world_size=job.world_size,
-            master_addr=master_addr,
-            master_port=master_port,
-            store=store,
-        ),
-        ResourceMonitor(dev) if job.monitor else contextlib.nullcontext() as monitor,
-    ):
-        training = FoldTraining(job, task, X, y, rank, dev)
-        try:
-            loop = _FoldLoop(job, training, rank, artifacts if rank == 0 else None)
-            yield from loop.epochs(monitor, stop_requested)
-        finally:
-            training.release_ddp()  # before the process group goes: see release_ddp
-
-
-class _FoldLoop:
-    """The epoch loop: early stopping, the best epoch's weights, checkpoints and the model."""
 
     def __init__(
         self,
         job: FoldJob,
-        training: FoldTraining,
+        *,
         rank: int,
-        artifacts: BaseFoldArtifacts | None,
+        master_addr: str,
+        master_port: int,
+        store: dist.Store | None = None,
+        device: str | torch.device | None = None,
+        local_rank: int | None = None,
+        data: TaskData | None = None,
+        num_threads: int | None = None,
+        stop_requested: Callable[[], bool] | None = None,
+        restore: bytes | None = None,
     ) -> None:
-        self.job, self.training, self.rank = job, training, rank
-        self.stopper = make_stopper(
-            job.stopping_rule,
-            direction=job.direction,
-            patience=job.patience,
-            min_delta=job.min_delta,
-        )
-        self.keeps = job.keeps_artifacts
-        self.artifacts = artifacts
-        self.history: list[dict[str, float]] = []
-        self.best: tuple[float, dict[str, float], dict[str, Any]] | None = None
+        if not 0 <= rank < job.world_size:
+            raise ValueError(f"rank must be in [0, {job.world_size}), got {rank}")
+        self.job, self.rank = job, rank
+        self.master = (master_addr, master_port, store)
+        self.device, self.local_rank = device, local_rank
+        self.data, self.num_threads = data, num_threads
+        self.stop_requested = stop_requested
+        self.restore = restore
+        self.channel: FoldChannel | None = None
+        self._abandoned = threading.Event()
+        self._error: BaseException | None = None
 
-    def epochs(
-        self, monitor: ResourceMonitor | None, stop_requested: Callable[[], bool] | None
-    ) -> Iterator[dict[str, float]]:
-        for metrics in self._restore():
-            yield {**metrics, "restored": 1.0}
-        for epoch in range(len(self.history), self.job.epochs):
-            metrics = self.training.run_epoch(epoch, monitor, stop_requested)
-            if metrics.get("stopped"):  # asked to stop: this epoch is the last, nothing saved
-                yield metrics
-                return
-            stop = self._record(metrics)
-            if self.keeps:
-                if stop or epoch + 1 == self.job.epochs:
-                    metrics["model_saved"] = 1.0
-                    self._save_model()
-                elif self.job.checkpoint_every and (epoch + 1) % self.job.checkpoint_every == 0:
-                    metrics["checkpoint"] = 1.0
-                    self._save_checkpoint()
-            yield metrics
-            if stop:
-                return
+    def status(self) -> str:
+        """Where this rank is (for a run that timed out)."""
+        if self.channel is None:
+            return "starting (loading the task's data, joining the process group)"
+        return self.channel.status()
 
-    def _record(self, metrics: dict[str, float]) -> bool:
-        """Remember the epoch (and the best weights); True when early stopping says stop."""
+    def events(self) -> Iterator[FoldEvent]:
+        """Train the fold; yield rank 0's reports and saved files. The process group is
+        always destroyed on exit; errors of the fold function come out unchanged."""
         job = self.job
-        if job.objective_metric not in metrics:
-            raise ValueError(
-                f"objective metric {job.objective_metric!r} is not reported; "
-                f"this task reports {sorted(metrics)}"
+        task = resolve_task(job.task)
+        data = self.data or load_task_data(task, job.trainer.options)
+        if self.num_threads is not None:
+            torch.set_num_threads(max(1, int(self.num_threads)))
+        device = resolve_device(job.backend, self.device)
+        addr, port, store = self.master
+        collective_timeout = max(
+            COLLECTIVE_TIMEOUT, timedelta(seconds=job.trainer.fold_timeout + 60)
+        )
+        with (
+            process_group(
+                backend=job.backend,
+                rank=self.rank,
+                world_size=job.world_size,
+                master_addr=addr,
+                master_port=port,
+                store=store,
+                timeout=collective_timeout,
+            ) as run_store,
+            ResourceMonitor(device) if job.monitor else contextlib.nullcontext() as monitor,
+        ):
+            outbox: queue.Queue = queue.Queue()
+            exchange = RankExchange(
+                run_store, rank=self.rank, world_size=job.world_size, abandoned=self._abandoned
             )
-        value = metrics[job.objective_metric]
-        self.history.append(dict(metrics))
-        best_value = None if self.best is None else self.best[0]
-        keep = self.artifacts is not None and job.objective_use == "best"
-        if keep and improved(value, best_value, job.direction):
-            weights = self.training.model.state_dict()
-            cpu = {k: v.detach().to("cpu", copy=True) for k, v in weights.items()}
-            self.best = (value, dict(metrics), cpu)
-        return self.stopper.should_stop(value)
+            self.channel = FoldChannel(
+                job,
+                rank=self.rank,
+                exchange=exchange,
+                outbox=outbox,
+                monitor=monitor,
+                stop_requested=self.stop_requested,
+            )
+            ctx = FoldContext(
+                job,
+                task,
+                data,
+                self.channel,
+                rank=self.rank,
+                device=device,
+                local_rank=self.local_rank,
+            )
+            thread = threading.Thread(
+                target=self._train, args=(task, ctx, outbox), name="foldwise-fold", daemon=True
+            )
+            thread.start()
+            try:
+                while (event := outbox.get()) is not _DONE:
+                    yield event
+            finally:
+                self._abandoned.set()  # a no-op once the fold function has returned
+                thread.join(ABANDON_JOIN_S)
+        if self._error is not None:
+            raise self._error
 
-    def _restore(self) -> list[dict[str, float]]:
-        """On a resumed attempt, load rank 0's checkpoint on every rank; else start clean."""
-        if not self.keeps:
-            return []
+    def _train(self, task: Task, ctx: FoldContext, outbox: queue.Queue) -> None:
+        """The fold thread: resume, run the fold function, check every rank ended alike."""
+        channel = self.channel
+        assert channel is not None
+        try:
+            if ctx.device.type == "cuda":
+                torch.cuda.set_device(ctx.device)
+            ctx.resume_from(channel.restore(self._checkpoint(ctx.device)))
+            torch.manual_seed(self.job.fold_seed)  # the same initial weights on every rank
+            channel.began()
+            try:
+                fold_function(task)(ctx)
+            except FoldStopped:
+                pass
+            channel.finish()
+        except BaseException as err:  # handed to the stream; locals freed with the DDP model
+            traceback.clear_frames(err.__traceback__)
+            self._error = err
+            if not isinstance(err, FoldContractError | PeerFailed | RunAbandoned):
+                channel.exchange.fail(err)
+        finally:
+            ctx.release()
+            outbox.put(_DONE)
+
+    def _checkpoint(self, device: torch.device) -> dict[str, Any] | None:
+        """The checkpoint a resumed attempt continues from, on every rank (None: start clean;
+        one of another job or an unreadable one is ignored)."""
+        if not (self.job.resume and self.job.keeps_artifacts):
+            return None
         state = None
-        if self.artifacts is not None:
-            if self.job.resume:
-                found = self.artifacts.load_checkpoint()
-                state = matching_checkpoint(found, job_fingerprint(self.job))
-            else:
-                self.artifacts.clear()
-        state = broadcast_object(state, self.training.device)
-        if state is None:
-            return []
-        self.training.load_state(state["training"])
-        self.best = state["best"] if self.artifacts is not None else None
-        for metrics in state["history"]:
-            self._record_restored(metrics)
-        return state["history"]
+        if self.rank == 0 and self.restore:
+            state = load_state(self.restore)
+            if state is not None and state.get("fingerprint") != self.job.fingerprint():
+                state = None
+        return broadcast_object(state, device)
 
-    def _record_restored(self, metrics: dict[str, float]) -> None:
-        self.history.append(dict(metrics))
-        self.stopper.should_stop(metrics[self.job.objective_metric])
 
-    def _save_checkpoint(self) -> None:
-        if self.artifacts is None:
-            return
-        state = {
-            "fingerprint": job_fingerprint(self.job),
-            "history": self.history,
-            "training": self.training.state(),
-            "best": self.best,
-        }
-        self.artifacts.save_checkpoint(state)
+def fold_function(task: Task) -> Callable[[FoldContext], None]:
+    """The fold function that trains ``task``'s folds: its own, or foldwise's loop for it."""
+    if task.loop is Loop.OWN:
+        return task.obj.train_fold
+    if task.loop is Loop.LIGHTNING:
+        from trainers.lightning_loop import train_lightning
 
-    def _save_model(self) -> None:
-        """Write the fold's model (best or last epoch's weights) and drop the checkpoint."""
-        if self.artifacts is None:
-            return
-        if self.best is not None:
-            _, metrics, weights = self.best
-        else:
-            metrics, weights = self.history[-1], self.training.model.state_dict()
-        model = {
-            "task": self.job.task,
-            "params": self.job.params,
-            "fold": self.job.fold,
-            "epoch": int(metrics["epoch"]),
-            "metrics": metrics,
-            "state_dict": weights,
-        }
-        self.artifacts.save_model(model)
+        return lambda ctx: train_lightning(ctx, task)
+    from trainers.builtin_loop import train_builtin
+
+    return lambda ctx: train_builtin(ctx, task)
+
+
+def run_fold(job: FoldJob, **kwargs: Any) -> Iterator[FoldEvent]:
+    """``FoldRunner(job, **kwargs).events()``."""
+    return FoldRunner(job, **kwargs).events()
+
+
+def run_fold_in_directory(
+    job: FoldJob, directory: str | Path, **kwargs: Any
+) -> Iterator[FoldEvent]:
+    """Run ``job`` (as rank ``kwargs["rank"]``) with its files in ``directory``: rank 0 writes
+    the checkpoint and model there (atomically) and a resumed job continues from the
+    checkpoint found there. For local runs and tests; the service keeps files in its store."""
+    directory = Path(directory)
+    checkpoint = directory / CHECKPOINT_FILE
+    if job.resume and checkpoint.is_file():
+        kwargs.setdefault("restore", checkpoint.read_bytes())
+    elif not job.resume and kwargs.get("rank") == 0 and directory.is_dir():
+        for stale in directory.iterdir():
+            stale.unlink()
+    for event in run_fold(job, **kwargs):
+        if isinstance(event, SavedArtifact):
+            write_artifact(directory, event)
+        yield event
+
+
+def write_artifact(directory: Path, artifact: SavedArtifact) -> None:
+    """Replace the file of ``artifact`` in ``directory`` atomically; a model supersedes the
+    checkpoint, which goes."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / artifact.file_name
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(artifact.data)
+    tmp.replace(path)
+    if artifact.file_name != CHECKPOINT_FILE:
+        (directory / CHECKPOINT_FILE).unlink(missing_ok=True)
+
+
+def load_state(data: bytes) -> dict[str, Any] | None:
+    """A saved checkpoint or model, or None when it cannot be read (a foreign or damaged file:
+    the fold then trains from scratch instead)."""
+    try:
+        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
+    except Exception:
+        return None
+    return state if isinstance(state, dict) else None

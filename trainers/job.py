@@ -1,91 +1,120 @@
-"""FoldJob: everything a worker needs to run one fold of one trial, as one picklable value."""
+"""FoldJob: everything a worker needs to run one fold of one trial, as one picklable value.
+
+It is built once from the typed study spec (``FoldJob.from_spec``) and carries the spec's own
+types, already validated: the trial's trainer settings (with what its params search), the
+objective and early stopping.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import hashlib
+import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-DIRECTIONS = ("minimize", "maximize")
-LR_SCALINGS = ("linear", "sqrt", "none")
-BACKENDS = ("gloo", "nccl")
-STOPPING_RULES = ("patience", "smoothed")
-USES = ("best", "last")
+from foldwise.spec import EarlyStopping, Objective, StudySpec, TrainerSpec
+from trainers.report import EpochReport
+
+Backend = Literal["gloo", "nccl"]
 
 
 @dataclass(frozen=True)
 class FoldJob:
-    """One fold run of one trial: a DDP job of `world_size` ranks.
+    """One fold run of one trial: a DDP job of ``world_size`` ranks.
 
-    `batch_size` is each rank's batch (Horovod practice), so the global batch grows with the
-    ranks and `lr_scaling` scales the learning rate to match (Goyal et al.). `options` are passed
-    to the task as-is; `trial_key` only labels logs and errors.
-
-    With `checkpoint_dir` set, rank 0 writes a checkpoint there every `checkpoint_every` epochs
-    (0: never) and the fold's model when it ends; `resume` (a retried attempt) continues from the
-    checkpoint found there instead of epoch 0. `artifact_key` (the service's key of the fold in
-    its artifact store) does the same, with the checkpoint and model handed to the caller
-    (``trainers.fold_artifacts.BufferedArtifacts``) instead of written here.
+    ``trainer.batch_size`` is each rank's batch (Horovod practice), so the global batch grows
+    with the ranks and ``trainer.lr_scaling`` scales the learning rate to match (Goyal et al.).
+    With ``artifact_key`` (where the fold's files live), rank 0 sends a checkpoint every
+    ``trainer.checkpoint_every`` epochs and the fold's model at its end; ``resume`` (a retried
+    attempt) continues from the checkpoint its caller hands it. ``trial_key`` labels logs.
     """
 
-    task: str
+    trainer: TrainerSpec
     params: dict[str, Any]
     fold: int
     folds: int
+    objective: Objective = field(default_factory=Objective)
+    early_stopping: EarlyStopping | None = None
     seed: int = 0
-    epochs: int = 10
-    batch_size: int = 64
-    objective_metric: str = "val_loss"
-    direction: str = "minimize"
-    patience: int | None = None
-    min_delta: float = 0.0
-    stopping_rule: str = "patience"
-    objective_use: str = "best"
-    lr_scaling: str = "linear"
-    warmup_epochs: int = 0
     world_size: int = 1
-    backend: str = "gloo"
-    options: dict[str, Any] = field(default_factory=dict)
+    backend: Backend = "gloo"
     trial_key: str = ""
-    checkpoint_dir: str | None = None
     artifact_key: str | None = None
-    checkpoint_every: int = 0
     resume: bool = False
     monitor: bool = True
 
     def __post_init__(self) -> None:
-        _check(bool(self.task), "task must be a non-empty name")
-        _check(self.folds >= 2, f"folds must be >= 2, got {self.folds}")
-        _check(0 <= self.fold < self.folds, f"fold must be in [0, {self.folds}), got {self.fold}")
-        _check(self.epochs >= 1, f"epochs must be >= 1, got {self.epochs}")
-        _check(self.world_size >= 1, f"world_size must be >= 1, got {self.world_size}")
-        _check(self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}")
-        _check(self.direction in DIRECTIONS, f"direction must be one of {DIRECTIONS}")
-        _check(self.lr_scaling in LR_SCALINGS, f"lr_scaling must be one of {LR_SCALINGS}")
-        _check(self.backend in BACKENDS, f"backend must be one of {BACKENDS}")
-        _check(self.patience is None or self.patience >= 1, "patience must be >= 1 or None")
-        _check(self.min_delta >= 0, f"min_delta must be >= 0, got {self.min_delta}")
-        _check(self.warmup_epochs >= 0, f"warmup_epochs must be >= 0, got {self.warmup_epochs}")
-        _check(bool(self.objective_metric), "objective_metric must be a non-empty name")
-        _check(
-            self.stopping_rule in STOPPING_RULES, f"stopping_rule must be one of {STOPPING_RULES}"
+        if not 0 <= self.fold < self.folds:
+            raise ValueError(f"FoldJob: fold must be in [0, {self.folds}), got {self.fold}")
+        if self.world_size < 1:
+            raise ValueError(f"FoldJob: world_size must be >= 1, got {self.world_size}")
+
+    @classmethod
+    def from_spec(
+        cls,
+        spec: StudySpec,
+        *,
+        params: dict[str, Any],
+        fold: int,
+        trial_key: str = "",
+        artifact_key: str | None = None,
+        resume: bool = False,
+    ) -> FoldJob:
+        """Fold ``fold`` of the trial with ``params`` in the study ``spec``."""
+        return cls(
+            trainer=spec.trainer.for_trial(params),
+            params=params,
+            fold=fold,
+            folds=spec.parallel.folds,
+            objective=spec.objective,
+            early_stopping=spec.early_stopping,
+            seed=spec.seed,
+            world_size=spec.parallel.workers_per_fold,
+            backend="nccl" if spec.resources.gpus_per_worker > 0 else "gloo",
+            trial_key=trial_key,
+            artifact_key=artifact_key,
+            resume=resume,
         )
-        _check(self.objective_use in USES, f"objective_use must be one of {USES}")
-        _check(
-            self.checkpoint_every >= 0,
-            f"checkpoint_every must be >= 0, got {self.checkpoint_every}",
-        )
+
+    @property
+    def task(self) -> str:
+        return self.trainer.task
+
+    @property
+    def epochs(self) -> int:
+        return self.trainer.epochs
+
+    @property
+    def batch_size(self) -> int:
+        """Each rank's batch; the global batch is this times ``world_size``."""
+        return self.trainer.batch_size
 
     @property
     def keeps_artifacts(self) -> bool:
-        """Whether rank 0 checkpoints and saves the model (every rank must know: the restored
-        checkpoint is broadcast)."""
-        return self.checkpoint_dir is not None or self.artifact_key is not None
+        """Whether rank 0 sends checkpoints and the model (every rank must know: a restored
+        checkpoint is broadcast to all)."""
+        return self.artifact_key is not None
 
     @property
-    def per_rank_batch(self) -> int:
-        """Each rank's batch; the global batch is this times ``world_size``."""
-        return self.batch_size
+    def fold_seed(self) -> int:
+        """The seed of this fold's initial weights, the same on every rank and every attempt."""
+        return self.seed * 1_000_003 + self.fold
+
+    def fingerprint(self) -> str:
+        """A hash of everything that shapes training, so a checkpoint resumes only the same job."""
+        shaping = {
+            "trainer": self.trainer.model_dump(
+                mode="json", exclude={"retries", "fold_timeout", "checkpoint_every"}
+            ),
+            "params": self.params,
+            "fold": self.fold,
+            "folds": self.folds,
+            "seed": self.seed,
+            "world_size": self.world_size,
+        }
+        payload = json.dumps(shaping, sort_keys=True, default=str)
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     def describe(self) -> str:
         """A short label for logs and error messages."""
@@ -93,12 +122,7 @@ class FoldJob:
         return f"{key} fold {self.fold}/{self.folds}"
 
 
-def trained_seconds(epochs: Iterable[Mapping[str, float]]) -> float:
+def trained_seconds(epochs: Iterable[EpochReport]) -> float:
     """Seconds a fold run spent training these epochs. An epoch replayed from an earlier
-    attempt's checkpoint (metric ``restored``) was trained then, not in this run: it counts 0."""
-    return sum(float(m.get("epoch_seconds", 0.0)) for m in epochs if not m.get("restored"))
-
-
-def _check(ok: bool, message: str) -> None:
-    if not ok:
-        raise ValueError(f"FoldJob: {message}")
+    attempt's checkpoint was trained then, not in this run: it counts 0."""
+    return sum(float(e.metrics.get("epoch_seconds", 0.0)) for e in epochs if not e.restored)

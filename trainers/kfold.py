@@ -7,19 +7,18 @@ from sklearn.model_selection import KFold, StratifiedKFold
 
 
 def make_folds(
-    y: np.ndarray, k: int, seed: int, *, stratified: bool
+    n: int, k: int, seed: int, *, stratify: np.ndarray | None = None
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """`k` (train indices, validation indices) pairs; validation folds partition the samples.
-
-    Stratified splits keep each class's share in every fold (use it for classification).
-    """
+    """`k` (train indices, validation indices) pairs over `n` samples; the validation folds
+    partition them. With `stratify` (the labels), each class keeps its share in every fold."""
     if k < 2:
         raise ValueError(f"k must be >= 2, got {k}")
-    y = np.asarray(y)
-    if len(y) < k:
-        raise ValueError(f"cannot make {k} folds from {len(y)} samples")
-    splitter = (StratifiedKFold if stratified else KFold)(
-        n_splits=k, shuffle=True, random_state=seed
-    )
-    X_dummy = np.zeros((len(y), 1))
-    return [(train, val) for train, val in splitter.split(X_dummy, y if stratified else None)]
+    if n < k:
+        raise ValueError(f"cannot make {k} folds from {n} samples")
+    X_dummy = np.zeros((n, 1))
+    if stratify is None:
+        splits = KFold(n_splits=k, shuffle=True, random_state=seed).split(X_dummy)
+    else:
+        splitter = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
+        splits = splitter.split(X_dummy, np.asarray(stratify))
+    return [(train, val) for train, val in splits]

@@ -1,23 +1,30 @@
 """The task interface (DESIGN §6): what a user brings, and how foldwise finds it by name.
 
-A task is any module, class or object with `load_data()` and `build_model(params)`; optional
-`make_optimizer(model, params)`, `loss_fn(params)` and `kind` ("classification" or "regression").
-`load_data` may take one required argument: the study's trainer options (a dict), and returns
-`(X, y)` arrays or a map-style torch `Dataset` of `(x, y)` pairs (stacked into arrays once).
-See docs/tasks.md.
+A task is any module, class or object with ``load_data`` (the whole training set) and one way
+to train a fold:
+
+- ``train_fold(ctx)``: the user's own loop, run on every rank (``trainers.context``);
+- ``build_model(params)``: the built-in loop trains it (``trainers.builtin_loop``), with the
+  optional hooks ``make_optimizer``, ``make_scheduler``, ``loss_fn`` and ``collate_fn``;
+- ``build_module(params)``: a LightningModule, run by a Lightning Trainer
+  (``trainers.lightning_loop``).
+
+Tasks with their own loop or a Lightning module declare the metrics they report
+(``metrics = ["val_f1", ...]``) so a study's objective can be checked at submit. See
+docs/tasks.md.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import json
 from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
-import numpy as np
-import torch
-from torch import nn
-from torch.utils.data import Dataset
+from trainers.report import GPU_METRICS, MEASURED_METRICS, RESERVED_METRICS
 
 BUILTIN_TASKS: dict[str, str] = {
     "digits_mlp": "trainers.builtin.digits_mlp",
@@ -29,8 +36,60 @@ BUILTIN_TASKS: dict[str, str] = {
 KINDS = ("classification", "regression")
 
 
+class Loop(StrEnum):
+    """How a task's folds are trained."""
+
+    OWN = "own"
+    """The task's ``train_fold(ctx)``."""
+    BUILTIN = "builtin"
+    """foldwise's loop around the task's ``build_model``."""
+    LIGHTNING = "lightning"
+    """A Lightning Trainer around the task's ``build_module``."""
+
+
+LOOP_ENTRY = {Loop.OWN: "train_fold", Loop.BUILTIN: "build_model", Loop.LIGHTNING: "build_module"}
+BUILTIN_LOOP_METRICS = (
+    "train_loss",
+    "val_loss",
+    "lr",
+    "train_seconds",
+    "val_seconds",
+    "samples_per_second",
+)
+"""What the built-in loop reports every epoch, besides ``val_accuracy`` or ``val_mse``."""
+
+
 class TaskNotFound(ValueError):
-    """The task name cannot be resolved to something with `load_data` and `build_model`."""
+    """The task name cannot be resolved to a task foldwise can run."""
+
+
+@dataclass(frozen=True)
+class TaskProfile:
+    """What the service needs to know of a task without running its code: its kind, how it
+    trains and the metrics it declares. Travels as JSON of plain strings."""
+
+    kind: str
+    loop: Loop
+    declared_metrics: tuple[str, ...]
+
+    def metrics(self, *, gpu: bool = False) -> list[str]:
+        """Every metric an epoch reports: the declared ones and what foldwise measures."""
+        measured = [*MEASURED_METRICS, *(GPU_METRICS if gpu else ())]
+        return [*self.declared_metrics, *measured]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"kind": self.kind, "loop": self.loop.value, "metrics": list(self.declared_metrics)}
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> TaskProfile:
+        """The profile a worker sent, checked to be made of our own values only."""
+        data = json.loads(text)
+        kind, loop, metrics = data["kind"], Loop(data["loop"]), data["metrics"]
+        if kind not in KINDS or not all(isinstance(m, str) and m.isidentifier() for m in metrics):
+            raise ValueError(f"not a task profile: {text[:200]}")
+        return cls(KINDS[KINDS.index(kind)], loop, tuple(str(m) for m in metrics))
 
 
 class Task:
@@ -38,40 +97,23 @@ class Task:
 
     def __init__(self, name: str, obj: Any) -> None:
         self.name = name
-        self._obj = obj
+        self.obj = obj
         kind = getattr(obj, "kind", "classification")
         if not isinstance(kind, str) or kind not in KINDS:
             raise TaskNotFound(f"task {name!r}: kind must be one of {KINDS}, got {kind!r}")
-        # our own string, never the task's object: a probe sends it to the service's process
+        # our own strings, never the task's objects: a probe sends them to the service
         self.kind: str = KINDS[KINDS.index(kind)]
+        self.loop = _loop_of(name, obj)
+        self.declared_metrics = _declared_metrics(name, obj, self.loop)
 
-    def load_data(self, options: dict[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """The whole training set as numpy arrays; foldwise makes the folds."""
-        load: Callable[..., Any] = self._obj.load_data
-        data = load(options or {}) if _takes_argument(load) else load()
-        if isinstance(data, Dataset):
-            return _stack_dataset(self.name, data)
-        X, y = data
-        return np.asarray(X), np.asarray(y)
+    def profile(self) -> TaskProfile:
+        """The task's kind, loop and declared metrics (the built-in loop's for a model)."""
+        return TaskProfile(self.kind, self.loop, tuple(self.declared_metrics))
 
-    def build_model(self, params: dict[str, Any]) -> nn.Module:
-        return self._obj.build_model(params)
-
-    def make_optimizer(self, model: nn.Module, params: dict[str, Any]) -> torch.optim.Optimizer:
-        """The task's optimizer, or Adam with `lr` and `weight_decay` from the params."""
-        custom = getattr(self._obj, "make_optimizer", None)
-        if custom is not None:
-            return custom(model, params)
-        lr = float(params.get("lr", 1e-3))
-        weight_decay = float(params.get("weight_decay", 0.0))
-        return torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
-
-    def loss_fn(self, params: dict[str, Any]) -> nn.Module:
-        """The task's loss (mean over the batch), or cross-entropy / MSE by kind."""
-        custom = getattr(self._obj, "loss_fn", None)
-        if custom is not None:
-            return custom(params)
-        return nn.CrossEntropyLoss() if self.kind == "classification" else nn.MSELoss()
+    def hook(self, name: str) -> Callable[..., Any] | None:
+        """The task's optional function ``name``, or None."""
+        found = getattr(self.obj, name, None)
+        return found if callable(found) else None
 
 
 def resolve_task(name: str) -> Task:
@@ -87,10 +129,70 @@ def resolve_task(name: str) -> Task:
                 raise TaskNotFound(f"task {name!r}: module {module_name!r} has no {attr!r}")
             obj = getattr(obj, part)
     obj = _instantiate(name, obj)
-    missing = [m for m in ("load_data", "build_model") if not callable(getattr(obj, m, None))]
-    if missing:
-        raise TaskNotFound(f"task {name!r} has no {' or '.join(missing)}")
+    if not callable(getattr(obj, "load_data", None)):
+        raise TaskNotFound(f"task {name!r} has no load_data (it gives the training set)")
     return Task(name, obj)
+
+
+def call_hook(func: Callable[..., Any], *args: Any, ctx: Any) -> Any:
+    """``func(*args)``, or ``func(*args, ctx)`` when it takes one more positional argument:
+    hooks may ask for the fold's context (its training labels, say)."""
+    return func(*args, ctx) if _positional_count(func) > len(args) else func(*args)
+
+
+def takes_argument(func: Callable[..., Any]) -> bool:
+    """Whether ``func`` needs a positional argument (``load_data(options)``)."""
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return any(p.kind in positional and p.default is inspect.Parameter.empty for p in params)
+
+
+def _loop_of(name: str, obj: Any) -> Loop:
+    found = [loop for loop, entry in LOOP_ENTRY.items() if callable(getattr(obj, entry, None))]
+    if not found:
+        raise TaskNotFound(
+            f"task {name!r} has no train_fold(ctx), build_model(params) or build_module(params)"
+        )
+    if len(found) > 1:
+        names = " and ".join(LOOP_ENTRY[loop] for loop in found)
+        raise TaskNotFound(f"task {name!r} has both {names}: give one way to train a fold")
+    return found[0]
+
+
+def _declared_metrics(name: str, obj: Any, loop: Loop) -> list[str]:
+    if loop is Loop.BUILTIN:
+        score = (
+            "val_accuracy" if getattr(obj, "kind", "classification") != "regression" else "val_mse"
+        )
+        return [*BUILTIN_LOOP_METRICS[:2], score, *BUILTIN_LOOP_METRICS[2:]]
+    declared = getattr(obj, "metrics", None)
+    if not isinstance(declared, list | tuple) or not declared:
+        raise TaskNotFound(
+            f"task {name!r} trains with its own {LOOP_ENTRY[loop]}: declare the metrics it "
+            "reports, e.g. metrics = ['val_loss', 'val_f1']"
+        )
+    metrics = []
+    for metric in declared:
+        if not isinstance(metric, str) or not metric.isidentifier():
+            raise TaskNotFound(f"task {name!r}: metrics holds {metric!r}, not a metric name")
+        if metric in RESERVED_METRICS:
+            raise TaskNotFound(f"task {name!r}: foldwise measures {metric!r} itself")
+        metrics.append(str(metric))
+    return list(dict.fromkeys(metrics))
+
+
+def _positional_count(func: Callable[..., Any]) -> int:
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return 0
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        return 1_000
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(1 for p in params if p.kind in positional)
 
 
 def _import(name: str, module_name: str) -> Any:
@@ -112,25 +214,3 @@ def _instantiate(name: str, obj: Any) -> Any:
         return obj()
     except Exception as err:
         raise TaskNotFound(f"task {name!r}: cannot instantiate {obj.__name__}() ({err})") from err
-
-
-def _takes_argument(func: Callable[..., Any]) -> bool:
-    try:
-        params = inspect.signature(func).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return any(p.kind in positional and p.default is inspect.Parameter.empty for p in params)
-
-
-def _stack_dataset(name: str, data: Dataset) -> tuple[np.ndarray, np.ndarray]:
-    """A map-style Dataset of (x, y) pairs as two arrays, so foldwise can make the folds."""
-    try:
-        pairs = [data[i] for i in range(len(data))]  # type: ignore[arg-type]
-    except TypeError as err:
-        raise TaskNotFound(f"task {name!r}: load_data's Dataset needs __len__ ({err})") from err
-    if not pairs:
-        raise ValueError(f"task {name!r}: load_data returned an empty Dataset")
-    xs = [torch.as_tensor(x) for x, _ in pairs]
-    ys = [torch.as_tensor(y) for _, y in pairs]
-    return torch.stack(xs).numpy(), torch.stack(ys).numpy()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from foldwise.schemas import FoldRun, Trial
+from foldwise.schemas import EpochMetrics, FoldRun, Trial
 
 
 def trial_trace(trial: Trial) -> dict[str, Any]:
@@ -35,10 +35,13 @@ def trial_trace(trial: Trial) -> dict[str, Any]:
 
 
 def _run_events(run: FoldRun) -> list[dict[str, Any]]:
-    trained = [e.metrics for e in run.epochs if not e.metrics.get("restored")]
-    timed = [m for m in trained if "epoch_start" in m and "epoch_seconds" in m]
-    events = [_epoch_event(run, m) for m in timed]
-    events += [e for m in timed for e in _phase_events(run, m)]
+    timed = [
+        e
+        for e in run.epochs
+        if not e.restored and "epoch_start" in e.metrics and "epoch_seconds" in e.metrics
+    ]
+    events = [_epoch_event(run, e) for e in timed]
+    events += [span for e in timed for span in _phase_events(run, e.metrics)]
     start = _micros(run.started_at) if run.started_at else None
     if start is None and timed:
         start = min(e["ts"] for e in events)
@@ -51,10 +54,11 @@ def _run_events(run: FoldRun) -> list[dict[str, Any]]:
     return events
 
 
-def _epoch_event(run: FoldRun, m: dict[str, float]) -> dict[str, Any]:
+def _epoch_event(run: FoldRun, epoch: EpochMetrics) -> dict[str, Any]:
+    m = epoch.metrics
     args = {k: v for k, v in m.items() if k not in ("epoch_start",)}
     start, dur = m["epoch_start"] * 1e6, m["epoch_seconds"] * 1e6
-    return _span(f"epoch {int(m.get('epoch', 0))}", "epoch", run, start, dur, args)
+    return _span(f"epoch {epoch.epoch}", "epoch", run, start, dur, args)
 
 
 def _phase_events(run: FoldRun, m: dict[str, float]) -> list[dict[str, Any]]:

@@ -47,6 +47,7 @@ def _study_out(
         progress=progress,
         best_trial=None if best is None else trial_summary(best),
         warm_start=row.warm_start,
+        code_hash=row.code_hash,
     )
 
 
@@ -71,5 +72,12 @@ def fold_run_out(run: FoldRunRow) -> schemas.FoldRun:
         finished_at=run.finished_at,
         train_seconds=run.train_seconds,
         placement=run.placement,
-        epochs=[schemas.EpochMetrics(epoch=e.epoch, metrics=e.metrics) for e in run.epochs],
+        checkpoint_epoch=run.checkpoint_epoch,
+        model_saved=run.model_saved,
+        epochs=[
+            schemas.EpochMetrics(
+                epoch=e.epoch, metrics=e.metrics, restored=e.restored, stopped=e.stopped
+            )
+            for e in run.epochs
+        ],
     )

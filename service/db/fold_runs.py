@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from foldwise.schemas import FoldStatus, TrialStatus
 from service.db.models import EpochMetricRow, FoldRunRow, TrialRow, utcnow
+from trainers.report import ArtifactKind, EpochReport
 
 
 def start_fold_run(session: Session, trial_id: int, fold: int) -> FoldRunRow:
@@ -30,13 +31,31 @@ def start_fold_run(session: Session, trial_id: int, fold: int) -> FoldRunRow:
     return run
 
 
-def record_epoch(session: Session, fold_run_id: int, epoch: int, metrics: dict[str, Any]) -> None:
-    """Store one epoch's metrics; recording the same (run, epoch) twice keeps the first."""
+def record_epoch(session: Session, fold_run_id: int, report: EpochReport) -> None:
+    """Store one epoch's report; recording the same (run, epoch) twice keeps the first."""
     query = select(EpochMetricRow.id).where(
-        EpochMetricRow.fold_run_id == fold_run_id, EpochMetricRow.epoch == epoch
+        EpochMetricRow.fold_run_id == fold_run_id, EpochMetricRow.epoch == report.epoch
     )
     if session.scalar(query) is None:
-        session.add(EpochMetricRow(fold_run_id=fold_run_id, epoch=epoch, metrics=metrics))
+        row = EpochMetricRow(
+            fold_run_id=fold_run_id,
+            epoch=report.epoch,
+            metrics=report.metrics,
+            restored=report.restored,
+            stopped=report.stopped,
+        )
+        session.add(row)
+
+
+def record_artifact(session: Session, fold_run_id: int, kind: ArtifactKind, epoch: int) -> None:
+    """The run checkpointed after ``epoch`` (the latest one counts), or saved its model."""
+    run = session.get(FoldRunRow, fold_run_id)
+    if run is None:
+        return
+    if kind is ArtifactKind.MODEL:
+        run.model_saved = True
+    else:
+        run.checkpoint_epoch = max(epoch, run.checkpoint_epoch or 0)
 
 
 def record_placement(session: Session, fold_run_id: int, placement: list[dict[str, Any]]) -> None:
@@ -89,6 +108,19 @@ def mark_lost_fold_runs(session: Session, study_id: int) -> int:
         update(FoldRunRow)
         .where(FoldRunRow.trial_id.in_(trial_ids), FoldRunRow.status == FoldStatus.RUNNING)
         .values(status=FoldStatus.LOST, finished_at=utcnow(), error=SERVICE_STOPPED)
+    )
+    return result.rowcount or 0
+
+
+def close_fold_runs(
+    session: Session, fold_run_ids: Sequence[int], status: FoldStatus, error: str | None
+) -> int:
+    """Fold runs among these still ``running``: mark them ended with ``status``."""
+    result = session.execute(
+        update(FoldRunRow)
+        .where(FoldRunRow.id.in_(fold_run_ids), FoldRunRow.status == FoldStatus.RUNNING)
+        .values(status=status, finished_at=utcnow(), error=error)
+        .execution_options(synchronize_session=False)
     )
     return result.rowcount or 0
 

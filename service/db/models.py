@@ -102,6 +102,9 @@ class StudyRow(Base):
     """Bumped with every change to the study itself or to a trial, not to a fold run or an
     epoch: what the study's summary, trial list and history depend on, which therefore stay
     current (cached, 304) while folds report epochs many times a second."""
+    code_hash: Mapped[str | None] = mapped_column(String(64))
+    """The content hash of the task package the study runs, as it was at submit (shipped to
+    the workers per study); None for a built-in task."""
     warm_start: Mapped[dict[str, Any] | None]
     """What the spec's ``warm_start`` brought in at submit: ``{studies, observations,
     skipped}`` (``schemas.WarmStartSummary``); None without one."""
@@ -163,6 +166,10 @@ class FoldRunRow(Base):
     train_seconds: Mapped[float | None] = mapped_column(Float)
     placement: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
     """Where each rank ran: [{rank, node_id, node_ip, gpu_ids}], once its workers were placed."""
+    checkpoint_epoch: Mapped[int | None] = mapped_column(Integer)
+    """The last epoch after which this attempt kept a checkpoint."""
+    model_saved: Mapped[bool] = mapped_column(default=False, server_default=false())
+    """The fold's model is in the artifact store."""
 
     trial: Mapped[TrialRow] = relationship(back_populates="fold_runs")
     epochs: Mapped[list[EpochMetricRow]] = relationship(
@@ -181,6 +188,10 @@ class EpochMetricRow(Base):
     fold_run_id: Mapped[int] = mapped_column(BigId, ForeignKey("fold_runs.id", ondelete="CASCADE"))
     epoch: Mapped[int] = mapped_column(Integer)
     metrics: Mapped[dict[str, Any]]
+    restored: Mapped[bool] = mapped_column(default=False, server_default=false())
+    """Replayed from an earlier attempt's checkpoint (trained by that attempt)."""
+    stopped: Mapped[bool] = mapped_column(default=False, server_default=false())
+    """The run was told to stop in this epoch, its last; it counts for nothing."""
 
     fold_run: Mapped[FoldRunRow] = relationship(back_populates="epochs")
 

@@ -13,7 +13,8 @@ import traceback
 import ray
 
 from foldwise.ansi import strip_ansi
-from trainers.fold_runner import TrainingDiverged
+from trainers.fold_channel import FoldContractError
+from trainers.rank_exchange import PeerFailed
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +24,8 @@ class FoldFailed(Exception):
 
     `retryable` is True when relaunching may succeed (workers died, the process group broke) and
     False when the user's code raised; then `message` and `traceback` are the original exception's.
-    `workers_intact`: every rank stopped cleanly (a synchronised TrainingDiverged), so the workers
-    went back to the pool.
+    `workers_intact`: every rank stopped cleanly (the same error at the same report), so the
+    workers went back to the pool.
     """
 
     def __init__(
@@ -66,25 +67,52 @@ DISTRIBUTED_TEXT = (
 
 
 def fold_failure(errors: dict[int, BaseException], label: str, ranks: int) -> FoldFailed:
-    """One FoldFailed from the errors of the `ranks` ranks, naming the root cause.
+    """One FoldFailed from the errors of the `ranks` ranks, naming the root cause and its rank.
 
     A user error wins (its peers' broken connections are its symptoms) and is not retryable; then
-    a dead worker process; then a broken process group. The last two are retryable.
+    a dead worker process; then a broken process group. The last two are retryable. An error
+    every rank raised at the same report (``FoldContractError``) leaves the workers intact.
     """
-    rank, err = min(errors.items(), key=lambda item: (_severity(item[1]), item[0]))
+    rank, err = min(errors.items(), key=lambda item: (_severity(item[1]), _echo(item[1]), item[0]))
     cause = _cause(err)
-    first_line = (strip_ansi(str(cause)).strip().splitlines() or [""])[0][:500]
-    message = f"{type(cause).__name__}: {first_line}"
+    message = _describe(cause)
+    where = f"rank {rank}: " if ranks > 1 else ""
     intact = len(errors) == ranks and all(
-        isinstance(_cause(e), TrainingDiverged) for e in errors.values()
+        isinstance(_cause(e), FoldContractError) for e in errors.values()
     )
     if _severity(err) == 0:
         log.info("%s failed on rank %d: %s", label, rank, message)
-        return FoldFailed(message, _traceback_text(err), retryable=False, workers_intact=intact)
+        if isinstance(cause, FoldContractError):  # it names the rank at fault itself
+            where = ""
+        return FoldFailed(
+            f"{where}{message}", _traceback_text(err), retryable=False, workers_intact=intact
+        )
     log.warning("%s lost its workers (rank %d): %s", label, rank, message)
     return FoldFailed(
         f"workers lost (rank {rank}): {message}", _traceback_text(err), retryable=True
     )
+
+
+def _echo(err: BaseException) -> bool:
+    """Whether ``err`` only says that another rank failed (that rank's error says why)."""
+    return isinstance(_cause(err), PeerFailed)
+
+
+def _describe(cause: BaseException) -> str:
+    """``Type: first line``; for running out of memory, what ran out when the error says
+    nothing (a bare ``MemoryError()`` has no text)."""
+    first_line = (strip_ansi(str(cause)).strip().splitlines() or [""])[0][:500]
+    name = type(cause).__name__
+    if isinstance(cause, ray.exceptions.OutOfMemoryError):
+        return (
+            "OutOfMemoryError: Ray's memory monitor killed the worker: the node ran out of "
+            "host memory (RAM)"
+        )
+    if name == "OutOfMemoryError" and not first_line:  # torch.cuda.OutOfMemoryError
+        return "OutOfMemoryError: the GPU ran out of memory"
+    if isinstance(cause, MemoryError) and not first_line:
+        return "MemoryError: the worker ran out of host memory (RAM)"
+    return f"{name}: {first_line}" if first_line else name
 
 
 def _severity(err: BaseException) -> int:

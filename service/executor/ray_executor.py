@@ -25,9 +25,9 @@ from service.executor.code_shipping import task_module_paths
 from service.executor.failures import FoldFailed, fold_failure
 from service.executor.pool import WorkerGroup, WorkerPool
 from service.executor.ray_init import init_ray
-from service.executor.worker import ARTIFACTS_KEY
 from service.metrics import FOLD_QUEUE_WAIT
 from trainers.job import FoldJob, trained_seconds
+from trainers.report import FoldEvent, SavedArtifact
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,8 @@ FINISH_GRACE_S = 60.0
 """After one rank finishes cleanly, how long the others may take to finish too: every rank
 trains the same epochs, so all that is left to them is leaving the process group."""
 CONNECT_TIMEOUT_S = 120.0
+STATUS_TIMEOUT_S = 5.0
+"""How long the ranks of a run that timed out have to say where they were."""
 CAPACITY_TTL_S = 10.0
 """How long ``describe_capacity`` reuses Ray's answer."""
 CAPACITY_TIMEOUT_S = 5.0
@@ -131,14 +133,15 @@ class RayExecutor:
         timeout: float | None = None,
         stats: FoldRunStats | None = None,
         stop: asyncio.Event | None = None,
-    ) -> AsyncIterator[dict[str, float]]:
-        """Run `job` on `job.world_size` workers; yield rank 0's per-epoch metrics.
+    ) -> AsyncIterator[FoldEvent]:
+        """Run `job` on `job.world_size` workers; yield rank 0's reports and saved files (a
+        ``SavedArtifact`` is yielded once it is in the artifact store).
 
         Raises FoldFailed on failure, and when the run takes more than `timeout` seconds from
         the moment its workers are ready (time queued for resources does not count); on that,
         on cancellation, or when the caller stops iterating, the worker group is killed.
         Setting `stop` ends the run cleanly instead: every rank finishes the epoch it is in
-        (marked `stopped: 1`) and the group goes back to the pool, warm.
+        (reported as ``stopped``) and the group goes back to the pool, warm.
         `stats`, if given, is filled in; `last_run_stats` always is.
         """
         started = time.perf_counter()
@@ -152,23 +155,7 @@ class RayExecutor:
             )
         if gpus_per_worker > 0 and job.backend != "nccl":
             job = dataclasses.replace(job, backend="nccl")
-        stats.placing_since = time.monotonic()
-
-        def placed() -> None:  # its workers start next: slow (torch) but not Ray's placing
-            stats.placing_since = None
-
-        try:
-            group, stats.cold = await self.pool.acquire(
-                (job.world_size, float(cpus_per_worker), float(gpus_per_worker)), placed
-            )
-        except ray.exceptions.RayError as err:  # e.g. its placement group went with a node
-            raise FoldFailed(
-                f"Ray could not start the fold's workers: {type(err).__name__}: {err}",
-                # the same runtime environment would fail to set up again
-                retryable=not isinstance(err, ray.exceptions.RuntimeEnvSetupError),
-            ) from err
-        finally:
-            placed()
+        group = await self._acquire(job, cpus_per_worker, gpus_per_worker, stats)
         stats.acquire_seconds = time.perf_counter() - started
         FOLD_QUEUE_WAIT.observe(stats.acquire_seconds)
         stats.placement = group.placement
@@ -179,14 +166,14 @@ class RayExecutor:
         reusable = False
         try:
             restore = await self._restore_for(job)
-            async for metrics in self._stream(group, job, deadline, timeout, stop, restore):
-                saved = metrics.pop(ARTIFACTS_KEY, None)
-                if saved:
-                    await self._keep(job, saved)
-                stats.epochs += 1
-                stats.train_seconds += trained_seconds([metrics])
-                stats.wall_seconds = time.perf_counter() - started
-                yield metrics
+            async for event in self._stream(group, job, deadline, timeout, stop, restore):
+                if isinstance(event, SavedArtifact):
+                    await self._keep(job, event)
+                else:
+                    stats.epochs += 1
+                    stats.train_seconds += trained_seconds([event])
+                    stats.wall_seconds = time.perf_counter() - started
+                yield event
             reusable = True
         except _StuckRanks as stuck:  # the fold's results are all in; its workers are not sound
             log.warning(
@@ -206,6 +193,29 @@ class RayExecutor:
             else:  # failed, cancelled, or abandoned by the caller
                 self.pool.discard(group)
 
+    async def _acquire(
+        self, job: FoldJob, cpus: float, gpus: float, stats: FoldRunStats
+    ) -> WorkerGroup:
+        """A worker group for `job`, noting in `stats` while Ray places it."""
+        stats.placing_since = time.monotonic()
+
+        def placed() -> None:  # its workers start next: slow (torch) but not Ray's placing
+            stats.placing_since = None
+
+        try:
+            group, stats.cold = await self.pool.acquire(
+                (job.world_size, float(cpus), float(gpus)), placed
+            )
+        except ray.exceptions.RayError as err:  # e.g. its placement group went with a node
+            raise FoldFailed(
+                f"Ray could not start the fold's workers: {type(err).__name__}: {err}",
+                # the same runtime environment would fail to set up again
+                retryable=not isinstance(err, ray.exceptions.RuntimeEnvSetupError),
+            ) from err
+        finally:
+            placed()
+        return group
+
     async def _restore_for(self, job: FoldJob) -> Any:
         """For a job that keeps artifacts in the store: the checkpoint a retried attempt resumes
         from (put in Ray's object store for rank 0), or None; a first attempt clears what an
@@ -222,15 +232,15 @@ class RayExecutor:
             return None
         return None if data is None else ray.put(data)
 
-    async def _keep(self, job: FoldJob, files: list[tuple[str, bytes]]) -> None:
-        """Store what rank 0 saved; a store that fails costs the files, not the fold."""
+    async def _keep(self, job: FoldJob, artifact: SavedArtifact) -> None:
+        """Store what rank 0 saved; a store that fails costs the file, not the fold."""
         if self.artifacts is None or not job.artifact_key:
             return
+        files = [(artifact.file_name, artifact.data)]
         try:
             await asyncio.to_thread(self.artifacts.keep_fold_files, job.artifact_key, files)
         except Exception as exc:
-            names = ", ".join(name for name, _ in files)
-            log.warning("%s: could not store %s: %s", job.describe(), names, exc)
+            log.warning("%s: could not store %s: %s", job.describe(), artifact.file_name, exc)
 
     async def _stream(
         self,
@@ -240,19 +250,26 @@ class RayExecutor:
         timeout: float | None,
         stop: asyncio.Event | None,
         restore: Any = None,
-    ) -> AsyncIterator[dict[str, Any]]:
-        """Launch every rank; pass rank 0's epochs on; turn the first failure into FoldFailed,
-        and `deadline` (monotonic) passing into a FoldFailed that names `timeout`; once `stop`
-        is set, ask every rank to end after its epoch."""
+    ) -> AsyncIterator[FoldEvent]:
+        """Launch every rank; pass rank 0's events on; turn the first failure into FoldFailed,
+        and `deadline` (monotonic) passing into a FoldFailed that names `timeout` and where each
+        rank was; once `stop` is set, ask every rank to end after its epoch."""
         queue: asyncio.Queue[tuple[str, int, Any]] = asyncio.Queue()
         addr, port = group.master
         run_key = f"{job.describe()} #{next(_RUN_KEYS)}"
+        local_ranks = _local_ranks(group.placement, job.world_size)
         tasks = [
             asyncio.create_task(
                 _consume(
                     rank,
                     actor.run.options(num_returns="streaming").remote(
-                        job, rank, addr, port, run_key, restore if rank == 0 else None
+                        job,
+                        rank,
+                        addr,
+                        port,
+                        run_key,
+                        restore if rank == 0 else None,
+                        local_ranks[rank],
                     ),
                     queue,
                 )
@@ -266,7 +283,7 @@ class RayExecutor:
             errors: dict[int, BaseException] = {}
             finished: set[int] = set()
             for _ in range(len(tasks)):
-                while (item := await _next(queue, finished, len(tasks), deadline))[0] == "epoch":
+                while (item := await _next(queue, finished, len(tasks), deadline))[0] == "event":
                     yield item[2]
                 if item[2] is not None:
                     errors[item[1]] = item[2]
@@ -276,8 +293,10 @@ class RayExecutor:
                 errors |= await _collect_errors(tasks, queue)
                 raise fold_failure(errors, job.describe(), len(tasks))
         except _DeadlinePassed:
+            where = await _rank_statuses(group, run_key, finished)
             raise FoldFailed(
-                f"timed out: the fold run took longer than trainer.fold_timeout ({timeout:g} s)"
+                f"timed out: the fold run took longer than trainer.fold_timeout ({timeout:g} s); "
+                + where
             ) from None
         finally:
             for task in [*tasks, watcher]:
@@ -371,18 +390,44 @@ async def _stop_when_set(stop: asyncio.Event, group: WorkerGroup, run_key: str) 
 
 
 async def _consume(rank: int, generator: Any, queue: asyncio.Queue) -> None:
-    """Drain one rank's streaming generator; rank 0's epochs go to `queue`, then ("end", error)."""
+    """Drain one rank's streaming generator; rank 0's events go to `queue`, then ("end", error)."""
     error: BaseException | None = None
     try:
         async for ref in generator:
-            metrics = await ref
+            event = await ref
             if rank == 0:
-                queue.put_nowait(("epoch", rank, metrics))
+                queue.put_nowait(("event", rank, event))
     except asyncio.CancelledError:
         raise
     except Exception as err:
         error = err
     queue.put_nowait(("end", rank, error))
+
+
+def _local_ranks(placement: list[dict[str, Any]], world_size: int) -> list[int]:
+    """Each rank's index among the ranks on its node (its ``local_rank``)."""
+    seen: dict[Any, int] = {}
+    out = []
+    for rank in range(world_size):
+        node = placement[rank].get("node_id") if rank < len(placement) else None
+        out.append(seen.get(node, 0))
+        seen[node] = out[-1] + 1
+    return out
+
+
+async def _rank_statuses(group: WorkerGroup, run_key: str, finished: set[int]) -> str:
+    """Where each rank of a run that timed out was, in words (asked of its actor's second
+    thread, which answers while the first is stuck)."""
+    refs = [actor.status.remote(run_key) for actor in group.actors]
+    try:
+        said = await asyncio.wait_for(asyncio.gather(*refs), STATUS_TIMEOUT_S)
+    except Exception:  # a rank that does not answer at all: its process is stuck too
+        said = ["did not answer"] * len(refs)
+    ranks = [
+        f"rank {rank} {'had finished' if rank in finished else text}"
+        for rank, text in enumerate(said)
+    ]
+    return "; ".join(ranks)
 
 
 class _StuckRanks(Exception):

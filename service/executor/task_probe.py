@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import ray
 
-from trainers.task import TaskNotFound
+from trainers.task import TaskNotFound, TaskProfile
 
 
 @ray.remote(num_cpus=0, max_retries=0)
 def describe_task(name: str) -> tuple[str, str]:
-    """("kind", kind) of task ``name``, or ("error", why it cannot be loaded); imports and, for
-    a class, constructs the user's code. Only plain strings go back: an exception of the user's
-    own class would be unpickled, its module imported, in the service's process."""
+    """("profile", the task's profile as JSON) of task ``name``, or ("error", why it cannot be
+    loaded); imports and, for a class, constructs the user's code. Only plain strings go back:
+    an exception of the user's own class would be unpickled, its module imported, in the
+    service's process."""
     from trainers.task import resolve_task
 
     try:
-        return "kind", resolve_task(name).kind  # one of trainers.task.KINDS, ours
+        return "profile", resolve_task(name).profile().to_json()
     except BaseException as exc:  # any failure of the user's code: its reason, as text
         try:
             lines = str(exc).strip().splitlines()
@@ -24,7 +25,7 @@ def describe_task(name: str) -> tuple[str, str]:
         return "error", lines[-1] if lines else f"task {name!r} could not be loaded"
 
 
-def describe_remotely(name: str, timeout: float) -> str:
+def describe_remotely(name: str, timeout: float) -> TaskProfile:
     """``describe_task`` on a worker, waited for at most ``timeout`` seconds; ``TaskNotFound``
     with the worker's reason when the task cannot be loaded there."""
     try:
@@ -34,6 +35,6 @@ def describe_remotely(name: str, timeout: float) -> str:
     except ray.exceptions.RayError as exc:  # the worker died (the task's code exited, say)
         why = type(exc).__name__
         raise TaskNotFound(f"task {name!r}: the worker loading it failed ({why})") from exc
-    if outcome != "kind":
+    if outcome != "profile":
         raise TaskNotFound(text)
-    return text
+    return TaskProfile.from_json(text)

@@ -11,15 +11,10 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import ray
 
-from trainers.fold_artifacts import BufferedArtifacts
 from trainers.job import FoldJob
-
-ARTIFACTS_KEY = "_artifacts"
-"""The key under which rank 0's epoch metrics carry the checkpoint or model it saved in that
-epoch, as [(file name, bytes)], for the service's artifact store; taken off before storing."""
+from trainers.report import FoldEvent
 
 DATA_CACHE_SIZE = 2
 """Data sets a warm worker keeps loaded (most recently used first to stay)."""
@@ -30,20 +25,32 @@ class DDPWorker:
     """One rank; `run` is a streaming generator (call it with `num_returns="streaming"`).
 
     Two threads: while `run` trains, `stop` can still be called to end the run after its current
-    epoch, with the process group left cleanly and the actor kept for the next fold run.
+    epoch, with the process group left cleanly and the actor kept for the next fold run, and
+    `status` says where the run is.
     """
 
     def __init__(self) -> None:
-        from trainers import fold_runner  # torch loads here, while the actor starts
+        from trainers import ddp, fold_data, fold_runner, task  # torch loads here, at start
 
-        self._fold_runner = fold_runner
-        self._data: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+        self._ddp, self._fold_runner, self._fold_data, self._task = (
+            ddp,
+            fold_runner,
+            fold_data,
+            task,
+        )
+        self._data: dict[tuple[str, str], Any] = {}
         self._stops: set[str] = set()
+        self._runs: dict[str, Any] = {}
         self._master: Any = None  # rank 0's rendezvous store for its next run
 
     def stop(self, run_key: str) -> None:
         """Ask the run `run_key` (running, or about to start here) to end after its epoch."""
         self._stops.add(run_key)
+
+    def status(self, run_key: str) -> str:
+        """Where the run `run_key` is on this rank (for a run that timed out)."""
+        runner = self._runs.get(run_key)
+        return "not running here" if runner is None else runner.status()
 
     def placement(self, listen: bool = False) -> dict[str, Any]:
         """Where this rank runs (node id and IP, its GPU ids). With `listen` (rank 0), also
@@ -56,7 +63,7 @@ class DDPWorker:
             "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
         }
         if listen:
-            self._master = self._fold_runner.master_store(node_ip)  # an unused one is dropped
+            self._master = self._ddp.master_store(node_ip)  # an unused one is dropped
             where["port"] = self._master.port
         return where
 
@@ -77,39 +84,41 @@ class DDPWorker:
         master_port: int,
         run_key: str = "",
         restore: bytes | None = None,
-    ) -> Iterator[dict[str, Any]]:
-        """Train `job` as `rank`; yield rank-local copies of the all-reduced epoch metrics.
-        `stop(run_key)` ends it after the epoch in progress. With `job.artifact_key`, rank 0
-        resumes from `restore` (the checkpoint's bytes) and its epochs carry what it saved
-        under ARTIFACTS_KEY."""
-        artifacts = BufferedArtifacts(restore) if job.artifact_key and rank == 0 else None
+        local_rank: int | None = None,
+    ) -> Iterator[FoldEvent]:
+        """Train `job` as `rank`; yield what rank 0 reports (``trainers.report``).
+        `stop(run_key)` ends it after the epoch in progress; a resumed job (rank 0) continues
+        from `restore`, the checkpoint's bytes."""
         store = None
         if rank == 0:  # a store serves one run: see trainers.ddp.master_store
             store, self._master = self._master, None
+        runner = self._fold_runner.FoldRunner(
+            job,
+            rank=rank,
+            master_addr=master_addr,
+            master_port=master_port,
+            store=store,
+            device=self._device(job),
+            local_rank=local_rank,
+            data=self._load(job),
+            num_threads=self._threads(),
+            stop_requested=lambda: run_key in self._stops,
+            restore=restore if rank == 0 else None,
+        )
+        self._runs[run_key] = runner
         try:
-            for metrics in self._fold_runner.run_fold(
-                job,
-                rank=rank,
-                master_addr=master_addr,
-                master_port=master_port,
-                store=store,
-                device=self._device(job),
-                data=self._load(job),
-                num_threads=self._threads(),
-                stop_requested=lambda: run_key in self._stops,
-                artifacts=artifacts,
-            ):
-                saved = artifacts.take() if artifacts is not None else []
-                yield {**metrics, ARTIFACTS_KEY: saved} if saved else metrics
+            yield from runner.events()
         finally:
             self._stops.discard(run_key)
+            self._runs.pop(run_key, None)
 
-    def _load(self, job: FoldJob) -> tuple[np.ndarray, np.ndarray]:
+    def _load(self, job: FoldJob) -> Any:
         """The task's data, cached per (task, options); only the latest few stay in memory."""
-        key = (job.task, json.dumps(job.options, sort_keys=True, default=str))
+        options = job.trainer.options
+        key = (job.task, json.dumps(options, sort_keys=True, default=str))
         data = self._data.pop(key, None)
         if data is None:
-            data = self._fold_runner.resolve_task(job.task).load_data(job.options)
+            data = self._fold_data.load_task_data(self._task.resolve_task(job.task), options)
         self._data[key] = data
         while len(self._data) > DATA_CACHE_SIZE:
             self._data.pop(next(iter(self._data)))

@@ -1,29 +1,31 @@
 """One fold of one trial, the scheduler's unit of work: its attempts, epochs and pruning.
 
-A fold whose user code raises fails its trial (the same code would fail again); a fold whose
-workers died is relaunched as a new attempt, up to ``trainer.retries`` times, and resumes from
-the checkpoint its earlier attempt left. After each epoch the pruning rule may stop the run;
-the study runner may stop it too (its trial was pruned or failed). A stopped run ends after the
-epoch it is in, and its workers stay warm for the next fold.
+A fold whose workers died is relaunched as a new attempt, up to ``trainer.retries`` times, and
+resumes from the checkpoint its earlier attempt left; a fold whose user code raised fails (the
+same code would fail again). After each epoch the pruning rule may stop the run; the study
+runner may stop it too (its trial was pruned or failed). A stopped run ends after the epoch it
+is in, and its workers stay warm for the next fold.
+
+The task records its epochs and files as they come, and the end of an attempt that is tried
+again; how the fold ended it only returns (``FoldOutcome``): the study runner alone writes fold
+ends and trial verdicts, one after the other, so a verdict always sees every fold end before it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from foldwise.schemas import FoldStatus
 from foldwise.spec import StudySpec
-from service.db.fold_runs import SERVICE_STOPPED
 from service.executor import FoldFailed, FoldRunStats
-from service.scheduler.lease import LeaseLost
 from service.scheduler.pruning import FoldCurves, prune_verdict
 from service.scheduler.store import SchedulerStore, TrialHandle
-from trainers.checkpoint import fold_artifact_key
+from trainers.artifact_keys import fold_artifact_key
 from trainers.job import FoldJob, trained_seconds
 from trainers.objective import fold_value
+from trainers.report import EpochReport, SavedArtifact
 
 
 class FoldExecutor(Protocol):
@@ -41,19 +43,21 @@ class FoldExecutor(Protocol):
     ) -> Any: ...
 
 
-class TrialFailed(Exception):
-    """A fold of the trial failed for good; the message says which and why."""
-
-
 @dataclass(frozen=True)
 class FoldOutcome:
-    """How a fold ended: ``completed`` with its value, ``pruned`` with the value it had
-    reached and the reason, or ``cancelled`` (stopped from outside before it finished)."""
+    """How a fold's last attempt (fold run ``run_id``) ended: ``completed`` with its value,
+    ``pruned`` with the value it had reached and the reason, ``failed`` with the error, or
+    ``cancelled`` (stopped from outside before it finished)."""
 
     fold: int
+    run_id: int
     status: FoldStatus
     value: float | None = None
     reason: str | None = None
+    traceback: str | None = None
+    train_seconds: float = 0.0
+    curve: tuple[float, ...] = ()
+    """The objective after each epoch that counts: a reference for pruning."""
 
 
 @dataclass(frozen=True)
@@ -84,30 +88,12 @@ def fold_job(
     With `keep_artifacts`, the fold checkpoints and saves its model under its key in the
     service's artifact store; attempts after the first resume from the checkpoint.
     """
-    stopping = spec.early_stopping
-    key = fold_artifact_key(study_id, trial.number, fold) if keep_artifacts else None
-    return FoldJob(
-        task=spec.trainer.task,
+    return FoldJob.from_spec(
+        spec,
         params=trial.params,
         fold=fold,
-        folds=spec.parallel.folds,
-        seed=spec.seed,
-        epochs=spec.trainer.epochs,
-        batch_size=spec.trainer.batch_size,
-        objective_metric=spec.objective.metric,
-        direction=spec.objective.direction.value,
-        patience=stopping.patience if stopping else None,
-        min_delta=stopping.min_delta if stopping else 0.0,
-        stopping_rule=stopping.rule if stopping else "patience",
-        objective_use=spec.objective.use,
-        lr_scaling=spec.trainer.lr_scaling,
-        warmup_epochs=spec.trainer.warmup_epochs,
-        world_size=spec.parallel.workers_per_fold,
-        backend="nccl" if spec.resources.gpus_per_worker > 0 else "gloo",
-        options=spec.trainer.options,
         trial_key=f"study{study_id}-trial{trial.number}",
-        artifact_key=key,
-        checkpoint_every=spec.trainer.checkpoint_every,
+        artifact_key=fold_artifact_key(study_id, trial.number, fold) if keep_artifacts else None,
         resume=attempt > 0,
     )
 
@@ -119,6 +105,8 @@ class FoldTask:
         self.context = context
         self.trial = trial
         self.fold = fold
+        self.run_id: int | None = None
+        """The fold run of the attempt in progress (None before the first starts)."""
         self._stop = asyncio.Event()
         self._stop_reason: str | None = None
         self._stats: FoldRunStats | None = None
@@ -136,22 +124,36 @@ class FoldTask:
             self._stop.set()
 
     async def run(self) -> FoldOutcome:
-        """Every attempt the fold needs; ``TrialFailed`` when it failed for good."""
+        """Every attempt the fold needs; the last one's outcome."""
         retries = self.context.spec.trainer.retries
         while True:
+            if self._stop.is_set():  # its trial ended before this fold started
+                return FoldOutcome(self.fold, self.run_id or 0, FoldStatus.CANCELLED)
             try:
                 return await self._attempt()
             except FoldFailed as exc:
+                run_id = self.run_id or 0
                 if not exc.retryable or retries <= 0:
-                    raise TrialFailed(f"fold {self.fold}: {exc.message}") from exc
+                    return FoldOutcome(
+                        self.fold,
+                        run_id,
+                        FoldStatus.FAILED,
+                        reason=exc.message,
+                        traceback=exc.traceback,
+                    )
+                await self.context.store.finish_fold_run(  # this attempt's end, not the fold's
+                    self.context.study_id,
+                    run_id,
+                    FoldStatus.FAILED,
+                    error=exc.message,
+                    traceback=exc.traceback,
+                )
                 retries -= 1
 
     async def _attempt(self) -> FoldOutcome:
         context, spec = self.context, self.context.spec
-        if self._stop.is_set():  # its trial ended before this fold started
-            return FoldOutcome(self.fold, FoldStatus.CANCELLED)
         store, study_id = context.store, context.study_id
-        run_id, attempt = await store.start_fold_run(study_id, self.trial.id, self.fold)
+        self.run_id, attempt = await store.start_fold_run(study_id, self.trial.id, self.fold)
         job = fold_job(
             spec,
             study_id,
@@ -160,10 +162,10 @@ class FoldTask:
             attempt=attempt,
             keep_artifacts=store.artifact_dir is not None,
         )
-        run = _RunRecord()
+        run = _RunRecord(epochs_planned=job.epochs)
         stats = self._stats = FoldRunStats(world_size=job.world_size)
         try:
-            async for metrics in context.executor.run_fold(
+            async for event in context.executor.run_fold(
                 job,
                 cpus_per_worker=spec.resources.cpus_per_worker,
                 gpus_per_worker=spec.resources.gpus_per_worker,
@@ -173,73 +175,77 @@ class FoldTask:
             ):
                 if not run.placed and stats.placement:
                     run.placed = True
-                    await store.record_placement(study_id, run_id, stats.placement)
-                await store.record_epoch(study_id, run_id, int(metrics["epoch"]), metrics)
-                self._take_epoch(run, metrics)
-            outcome = self._outcome(run)
-        except FoldFailed as exc:
+                    await store.record_placement(study_id, self.run_id, stats.placement)
+                if isinstance(event, SavedArtifact):
+                    await store.record_artifact(study_id, self.run_id, event.kind, event.epoch)
+                    continue
+                await store.record_epoch(study_id, self.run_id, event)
+                self._take_epoch(run, event)
+        except FoldFailed:
             if not run.placed and stats.placement:  # it failed before its first epoch
-                await store.record_placement(study_id, run_id, stats.placement)
+                await store.record_placement(study_id, self.run_id, stats.placement)
             if not self._stop.is_set():
-                await store.finish_fold_run(
-                    study_id, run_id, FoldStatus.FAILED, error=exc.message, traceback=exc.traceback
-                )
                 raise
             # it failed in an epoch trained after it was told to stop: what counts is the end
             # it was told (pruned at its decision, or cancelled), not the failure
             run.stopped = True
-            outcome = self._outcome(run)
-        except (ValueError, KeyError) as exc:  # the objective metric was never reported
-            await store.finish_fold_run(study_id, run_id, FoldStatus.FAILED, error=str(exc))
-            raise TrialFailed(f"fold {self.fold}: {exc}") from exc
-        except asyncio.CancelledError:
-            status, error = FoldStatus.CANCELLED, None
-            if context.service_stopping.is_set():
-                status, error = FoldStatus.LOST, SERVICE_STOPPED
-            with contextlib.suppress(LeaseLost):  # then the next scheduler reclaims the run
-                await asyncio.shield(store.finish_fold_run(study_id, run_id, status, error=error))
-            raise
-        await store.finish_fold_run(
-            study_id,
-            run_id,
-            outcome.status,
-            value=outcome.value,
-            error=outcome.reason,
-            train_seconds=trained_seconds(run.epochs),
-        )
-        if context.curves is not None:  # a reference for the runs of this fold from now on
-            finished = outcome.status is FoldStatus.COMPLETED
-            context.curves.add(self.fold, run.curve, finished=finished)
-        return outcome
+        return self._outcome(run)
 
-    def _take_epoch(self, run: _RunRecord, metrics: dict[str, float]) -> None:
+    def _take_epoch(self, run: _RunRecord, report: EpochReport) -> None:
         """Count an epoch in, and ask the pruning rule about the run so far."""
-        if metrics.get("stopped"):
+        if report.stopped:
             run.stopped = True
         if run.stopped or run.pruned is not None:
             return  # trained after the decision: stored, but it counts for nothing
-        run.epochs.append(metrics)
+        run.epochs.append(report)
         spec, curves = self.context.spec, self.context.curves
-        if spec.objective.metric not in metrics or curves is None:
+        if spec.objective.metric not in report.metrics:
             return
-        run.curve.append(float(metrics[spec.objective.metric]))
+        run.curve.append(float(report.metrics[spec.objective.metric]))
+        if curves is None:
+            return
         run.pruned = prune_verdict(
-            spec.pruning, curves, self.fold, run.curve, epochs=spec.trainer.epochs
+            spec.pruning, curves, self.fold, run.curve, epochs=run.epochs_planned
         )
         if run.pruned is not None:
             self.stop(run.pruned)
 
     def _outcome(self, run: _RunRecord) -> FoldOutcome:
-        """How the run ended; ``ValueError`` when the objective metric was never reported."""
-        objective = self.context.spec.objective
+        """How the run ended: cancelled, pruned, completed, or failed when the objective
+        metric was never reported."""
+        run_id, seconds, curve = self.run_id or 0, trained_seconds(run.epochs), tuple(run.curve)
         if run.pruned is None and (run.stopped or (self._stop.is_set() and not run.epochs)):
-            return FoldOutcome(self.fold, FoldStatus.CANCELLED, reason=self._stop_reason)
-        value = fold_value(
-            run.epochs, objective.metric, objective.direction.value, use=objective.use
-        )
+            return FoldOutcome(
+                self.fold,
+                run_id,
+                FoldStatus.CANCELLED,
+                reason=self._stop_reason,
+                train_seconds=seconds,
+                curve=curve,
+            )
+        objective = self.context.spec.objective
+        try:
+            value = fold_value(
+                [e.metrics for e in run.epochs],
+                objective.metric,
+                objective.direction.value,
+                use=objective.use,
+            )
+        except ValueError as exc:  # the objective metric was never reported
+            return FoldOutcome(self.fold, run_id, FoldStatus.FAILED, reason=str(exc))
         if run.pruned is not None:
-            return FoldOutcome(self.fold, FoldStatus.PRUNED, value, run.pruned)
-        return FoldOutcome(self.fold, FoldStatus.COMPLETED, value)
+            return FoldOutcome(
+                self.fold,
+                run_id,
+                FoldStatus.PRUNED,
+                value,
+                run.pruned,
+                train_seconds=seconds,
+                curve=curve,
+            )
+        return FoldOutcome(
+            self.fold, run_id, FoldStatus.COMPLETED, value, train_seconds=seconds, curve=curve
+        )
 
 
 @dataclass
@@ -247,7 +253,8 @@ class _RunRecord:
     """What one attempt has reported: the epochs that count, the objective's curve, and
     whether it was stopped (from outside) or pruned (by the rule, with the reason)."""
 
-    epochs: list[dict[str, float]] = field(default_factory=list)
+    epochs_planned: int
+    epochs: list[EpochReport] = field(default_factory=list)
     curve: list[float] = field(default_factory=list)
     stopped: bool = False
     pruned: str | None = None

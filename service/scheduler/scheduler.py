@@ -22,6 +22,7 @@ from service.scheduler.fold_task import FoldExecutor
 from service.scheduler.lease import LeaseLost, SchedulerLease
 from service.scheduler.store import SchedulerStore
 from service.scheduler.study_runner import StudyRunner
+from trainers.task import TaskProfile
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +87,8 @@ class Scheduler:
             log.warning("could not read the cluster's nodes: %s", exc)
             return []
 
-    def describe_task(self, name: str) -> str:
-        """A user task's kind, loaded in a worker (blocking); see ``service.task_policy``."""
+    def describe_task(self, name: str) -> TaskProfile:
+        """A user task's profile, loaded in a worker (blocking); see ``service.task_policy``."""
         from service.executor.task_probe import describe_remotely
         from service.task_policy import DESCRIBE_TIMEOUT_S
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -28,6 +28,7 @@ from service.db.models import StudyRow, TrialRow, utcnow
 from service.db.trials import STOPPED_ERROR
 from service.metrics import FOLDS_ENDED, TRIALS_ENDED
 from service.scheduler.racing import Incumbent
+from trainers.report import ArtifactKind, EpochReport
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -148,41 +149,23 @@ class SchedulerStore:
         return await self._write(study_id, work)
 
     async def finish_trial(
-        self,
-        study_id: int,
-        trial_id: int,
-        status: TrialStatus,
-        *,
-        seen: Collection[int] | None = None,
-        **fields: Any,
-    ) -> dict[int, float]:
-        """Record how the trial ended; any of its fold runs still open are closed with it.
+        self, study_id: int, trial_id: int, status: TrialStatus, **fields: Any
+    ) -> None:
+        """Record how the trial ended; any of its fold runs still open are closed with it."""
 
-        ``seen``: the folds whose values the ending was decided on (a racing verdict). When
-        the trial has a completed fold beyond them (it finished while the verdict was taken),
-        nothing is recorded and that fold's value comes back, for a new verdict: every verdict
-        stored follows from all the fold values stored before it. Returns {} once recorded.
-        """
-
-        def work(session: Session) -> tuple[int | None, dict[int, float]]:
+        def work(session: Session) -> int | None:
             trial = session.get(TrialRow, trial_id)
             if trial is None:  # deleted with its study while the trial was ending
-                return None, {}
-            if seen is not None:
-                completed = fold_repo.completed_fold_values(session, trial_id)
-                unseen = {fold: v for fold, v in completed.items() if fold not in seen}
-                if unseen:
-                    return None, unseen
+                return None
             trial_repo.finish_trial(session, trial, status, **fields)
             fold_repo.close_open_fold_runs(session, [trial_id])
-            return trial.number, {}
+            return trial.number
 
-        number, unseen = await self._write(study_id, work)
+        number = await self._write(study_id, work)
         if number is not None:
             TRIALS_ENDED.labels(status.value).inc()
             outcome = fields.get("error") or f"value {fields.get('value')}"
             log.info("study %s trial %s %s: %s", study_id, number, status, outcome)
-        return unseen
 
     async def finish_study(
         self, study_id: int, status: StudyStatus, error: str | None = None
@@ -275,12 +258,20 @@ class SchedulerStore:
 
         return await self._write(study_id, work, trials=False)
 
-    async def record_epoch(
-        self, study_id: int, fold_run_id: int, epoch: int, metrics: dict[str, Any]
-    ) -> None:
+    async def record_epoch(self, study_id: int, fold_run_id: int, report: EpochReport) -> None:
         await self._write(
             study_id,
-            lambda s: fold_repo.record_epoch(s, fold_run_id, epoch, metrics),
+            lambda s: fold_repo.record_epoch(s, fold_run_id, report),
+            trials=False,
+        )
+
+    async def record_artifact(
+        self, study_id: int, fold_run_id: int, kind: ArtifactKind, epoch: int
+    ) -> None:
+        """The fold run saved a checkpoint after ``epoch``, or its model (in the store)."""
+        await self._write(
+            study_id,
+            lambda s: fold_repo.record_artifact(s, fold_run_id, kind, epoch),
             trials=False,
         )
 
@@ -302,6 +293,18 @@ class SchedulerStore:
                 study.waiting = reason
 
         await self._write(study_id, work, trials=False)
+
+    async def close_fold_runs(
+        self, study_id: int, fold_run_ids: list[int], status: FoldStatus, error: str | None
+    ) -> None:
+        """End the fold runs among these still running with ``status`` (cut short)."""
+        if not fold_run_ids:
+            return
+        await self._write(
+            study_id,
+            lambda s: fold_repo.close_fold_runs(s, fold_run_ids, status, error),
+            trials=False,
+        )
 
     async def finish_fold_run(
         self, study_id: int, fold_run_id: int, status: FoldStatus, **fields: Any

@@ -18,6 +18,7 @@ budget counts every trial ever created (never a prior observation).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import statistics
 import time
@@ -28,17 +29,12 @@ from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
 from foldwise.spec import STORED, StudySpec
 from optimizers import BaseOptimizer, Observation
 from service.cluster_fit import fold_capacity
+from service.db.fold_runs import SERVICE_STOPPED
 from service.db.models import utcnow
 from service.db.trials import STOPPED_ERROR
 from service.metrics import FOLD_SLOT_SECONDS, SUGGESTION_SECONDS
 from service.scheduler.cluster_share import ClusterShare, fold_needs
-from service.scheduler.fold_task import (
-    FoldExecutor,
-    FoldOutcome,
-    FoldTask,
-    StudyContext,
-    TrialFailed,
-)
+from service.scheduler.fold_task import FoldExecutor, FoldOutcome, FoldTask, StudyContext
 from service.scheduler.lease import LeaseLost
 from service.scheduler.pruning import FoldCurves
 from service.scheduler.racing import Incumbent, race_verdict
@@ -279,25 +275,44 @@ class StudyRunner:
             if task.cancelled():
                 continue
             error = task.exception()
-            if isinstance(error, TrialFailed):
-                await self._end_trial(trial, TrialStatus.FAILED, error=str(error))
-            elif error is not None:
+            if error is not None:
                 raise error
-            else:
-                await self._take(trial, task.result())
+            await self._take(trial, task.result())
         self._meter()
 
     async def _take(self, trial: TrialProgress, outcome: FoldOutcome) -> None:
-        """A fold of ``trial`` ended: store what that means for the trial."""
-        if trial.handle.id not in self.trials:  # the trial ended while this fold wound down
+        """A fold of ``trial`` ended: write how, then what that means for the trial. A fold
+        of a trial already decided ends cancelled, whatever its timing."""
+        decided = trial.handle.id not in self.trials
+        status = FoldStatus.CANCELLED if decided else outcome.status
+        if outcome.run_id:
+            reason = outcome.reason
+            if decided and outcome.status is not FoldStatus.CANCELLED:
+                reason = "its trial ended first"
+            await self.store.finish_fold_run(
+                self.study_id,
+                outcome.run_id,
+                status,
+                value=None if status is FoldStatus.CANCELLED else outcome.value,
+                error=reason,
+                traceback=outcome.traceback,
+                train_seconds=outcome.train_seconds,
+            )
+        curves = self.context.curves if self.context is not None else None
+        if curves is not None and status is not FoldStatus.FAILED and outcome.curve:
+            curves.add(outcome.fold, list(outcome.curve), finished=status is FoldStatus.COMPLETED)
+        if decided:
             return
-        if outcome.status is FoldStatus.COMPLETED and outcome.value is not None:
+        if status is FoldStatus.COMPLETED and outcome.value is not None:
             trial.values[outcome.fold] = outcome.value
             await self._judge(trial)
-        elif outcome.status is FoldStatus.PRUNED and outcome.value is not None:
+        elif status is FoldStatus.PRUNED and outcome.value is not None:
             await self._prune(trial, outcome.reason or "pruned", stopped_at=outcome.value)
+        elif status is FoldStatus.FAILED:
+            error = f"fold {outcome.fold}: {outcome.reason}"
+            await self._end_trial(trial, TrialStatus.FAILED, error=error)
         else:  # only a trial that ended stops its folds: never run this one again
-            error = f"fold {outcome.fold} ended {outcome.status} while its trial still ran"
+            error = f"fold {outcome.fold} ended {status} while its trial still ran"
             log.error("study %s trial %s: %s", self.study_id, trial.handle.number, error)
             await self._end_trial(trial, TrialStatus.FAILED, error=error)
 
@@ -343,49 +358,32 @@ class StudyRunner:
         self, trial: TrialProgress, reason: str, *, stopped_at: float | None = None
     ) -> None:
         """Store ``trial`` as pruned for ``reason`` with the mean of its finished folds' values
-        and ``stopped_at``, the value of a fold the pruning rule stopped. When another of its
-        folds finished while the verdict was taken (stored, not yet reaped here), the racing
-        verdict is taken again with it; a pruned fold's trial is pruned with it counted."""
+        and ``stopped_at``, the value of a fold the pruning rule stopped."""
         values = [trial.values[k] for k in sorted(trial.values)]
         if stopped_at is not None:
             values.append(stopped_at)
         spread = None
         if self.incumbent is not None and len(self.incumbent.values) >= 2:
             spread = statistics.stdev(self.incumbent.values.values())
-        unseen = await self._end_trial(
+        await self._end_trial(
             trial,
             TrialStatus.PRUNED,
-            seen=set(trial.values),
             value=statistics.fmean(values),
             std_error=partial_std_error(values, spread),
             value_folds=len(values),
             pruned_reason=reason,
         )
-        if unseen:
-            trial.values.update(unseen)
-            if stopped_at is None:
-                await self._judge(trial)
-            else:
-                await self._prune(trial, reason, stopped_at=stopped_at)
 
-    async def _end_trial(
-        self, trial: TrialProgress, status: TrialStatus, *, seen: set[int] | None = None, **fields
-    ) -> dict[int, float]:
+    async def _end_trial(self, trial: TrialProgress, status: TrialStatus, **fields) -> None:
         """Record how ``trial`` ended and stop its folds still running (their slots free up
-        after the epoch they are in). With ``seen``, the folds a verdict used, nothing is
-        recorded if the store holds a completed fold beyond them: its value comes back."""
+        after the epoch they are in)."""
         if trial.handle.id not in self.trials:
-            return {}
-        unseen = await self.store.finish_trial(
-            self.study_id, trial.handle.id, status, seen=seen, **fields
-        )
-        if unseen:
-            return unseen
+            return
+        await self.store.finish_trial(self.study_id, trial.handle.id, status, **fields)
         del self.trials[trial.handle.id]
         why = fields.get("pruned_reason") or fields.get("error") or f"the trial {status}"
         for fold_task in trial.running.values():
             fold_task.stop(f"trial {trial.handle.number} ended first ({status}): {why}")
-        return {}
 
     def _meter(self) -> None:
         busy, idle = self.meter.update(len(self.folds))
@@ -417,13 +415,21 @@ class StudyRunner:
 
     async def _cancel_trials(self, error: str | None = None) -> None:
         """Cancel every running fold; with ``error`` the trials in flight are recorded as
-        failed, else left to resume when the service starts again."""
-        tasks = list(self.folds)
-        for task in tasks:
+        failed, else left to resume when the service starts again. The runs cut short are
+        ``lost`` when the service stops (they run again), else ``cancelled``."""
+        running = list(self.folds.items())
+        for task, _ in running:
             if not task.cancelling():
                 task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*(task for task, _ in running), return_exceptions=True)
         self.folds.clear()
+        stopping = self.context is not None and self.context.service_stopping.is_set()
+        runs = [fold_task.run_id for _, (_, fold_task) in running if fold_task.run_id]
+        status, why = (
+            (FoldStatus.LOST, SERVICE_STOPPED) if stopping else (FoldStatus.CANCELLED, error)
+        )
+        with contextlib.suppress(LeaseLost):  # then the next scheduler reclaims the runs
+            await asyncio.shield(self.store.close_fold_runs(self.study_id, runs, status, why))
         trials = list(self.trials.values())
         self.trials.clear()
         if error is not None:

@@ -380,6 +380,10 @@ def test_minimal_spec_resolves_every_default():
         "retries": 1,
         "checkpoint_every": 1,
         "fold_timeout": 3600.0,
+        "precision": "32",
+        "clip_grad_norm": None,
+        "num_workers": 0,
+        "val_batch_size": 1024,
         "options": {},
     }
     assert resolved["budget"] == {"trials": 5, "max_minutes": None, "max_consecutive_failures": 5}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from service.artifact_store import ArtifactStore, delete_study_artifacts
-from trainers.checkpoint import CHECKPOINT_FILE, MODEL_FILE
+from trainers.report import CHECKPOINT_FILE, MODEL_FILE
 
 
 @pytest.fixture(params=["local", "memory"])

@@ -21,7 +21,7 @@ from service.scheduler.fold_task import fold_job
 from service.scheduler.store import TrialHandle
 from tests.service.conftest import signed_in_client
 from tests.service.study_specs import study_spec
-from trainers.fold_artifacts import to_bytes
+from trainers.report import ArtifactKind, EpochReport
 
 
 @pytest.fixture
@@ -38,15 +38,14 @@ def _add_trial(client: TestClient, study_id: int, number: int, value: float) -> 
             run = fold_repo.start_fold_run(session, trial.id, fold)
             for epoch in (1, 2):
                 metrics = {
-                    "epoch": float(epoch),
                     "val_loss": value,
                     "epoch_start": time.time() + epoch,
                     "train_seconds": 0.3,
                     "val_seconds": 0.1,
                     "epoch_seconds": 0.4,
-                    **({"model_saved": 1.0} if epoch == 2 else {}),
                 }
-                fold_repo.record_epoch(session, run.id, epoch, metrics)
+                fold_repo.record_epoch(session, run.id, EpochReport(epoch, metrics))
+            fold_repo.record_artifact(session, run.id, ArtifactKind.MODEL, 2)
             fold_repo.finish_fold_run(session, run.id, FoldStatus.COMPLETED, value=value)
         trial_repo.finish_trial(session, trial, TrialStatus.COMPLETED, value=value)
 
@@ -54,7 +53,9 @@ def _add_trial(client: TestClient, study_id: int, number: int, value: float) -> 
 def _save_model(client: TestClient, study_id: int, number: int, fold: int) -> None:
     store = artifact_store(client.app.state.settings.artifact_dir)
     model = {"fold": fold, "trial": number, "state_dict": {"w": torch.ones(2)}}
-    store.write(fold_model_key(study_id, number, fold), to_bytes(model))
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    store.write(fold_model_key(study_id, number, fold), buffer.getvalue())
 
 
 def test_timeline_is_a_downloadable_trace(api: TestClient) -> None:
@@ -115,10 +116,25 @@ def test_fold_jobs_keep_artifacts_under_their_key_and_retries_resume() -> None:
     first = fold_job(spec, 7, trial, 1, attempt=0, keep_artifacts=True)
     retry = fold_job(spec, 7, trial, 1, attempt=1, keep_artifacts=True)
     assert first.artifact_key == retry.artifact_key == "study-7/trial-3/fold-1"
-    assert first.checkpoint_dir is None  # no path on the workers: the bytes come back
     assert not first.resume and retry.resume
-    assert first.checkpoint_every == 1 and first.stopping_rule == "smoothed"
+    assert first.trainer.checkpoint_every == 1 and first.early_stopping.rule == "smoothed"
     assert not fold_job(spec, 7, trial, 1).keeps_artifacts
+
+
+def test_a_trial_that_searches_trainer_settings_gets_them_in_its_fold_jobs() -> None:
+    spec = StudySpec.model_validate(
+        study_spec(
+            space={
+                "lr": {"type": "float", "low": 0.01, "high": 0.1},
+                "batch_size": {"type": "categorical", "choices": [16, 32]},
+                "epochs": {"type": "int", "low": 1, "high": 3},
+            }
+        )
+    )
+    trial = TrialHandle(id=5, number=3, params={"lr": 0.1, "batch_size": 16, "epochs": 2})
+    job = fold_job(spec, 7, trial, 0)
+    assert (job.batch_size, job.epochs) == (16, 2) and spec.trainer.batch_size != 16
+    assert job.params == trial.params  # shown in the trial, and the task sees them too
 
 
 def test_a_model_download_takes_a_byte_range_and_answers_a_bad_one_in_json(

@@ -54,14 +54,14 @@ def test_a_retried_fold_resumes_from_its_checkpoint(tmp_path: Path) -> None:
         assert runs[0].status is FoldStatus.FAILED and runs[0].checkpoint_epoch == 2
         retry = runs[1]
         assert retry.status is FoldStatus.COMPLETED and retry.resumed_epochs == 2
-        trained = [e.epoch for e in retry.epochs if not e.metrics.get("restored")]
+        trained = [e.epoch for e in retry.epochs if not e.restored]
         assert trained == [3, 4]  # not from epoch 0
         assert retry.model_saved and "rss_mb" in retry.epochs[-1].metrics
     for fold, response in enumerate(models):
         assert response.status_code == 200
         saved = torch.load(io.BytesIO(response.content), weights_only=False)
         assert saved["fold"] == fold
-        model = resolve_task(saved["task"]).build_model(saved["params"])
+        model = resolve_task(saved["task"]).obj.build_model(saved["params"])
         model.load_state_dict(saved["state_dict"])
     spans = [e for e in timeline.json()["traceEvents"] if e["ph"] == "X"]
     assert {(e["pid"], e["tid"]) for e in spans if e["cat"] == "fold"} == {

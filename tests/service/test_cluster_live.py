@@ -239,9 +239,7 @@ def test_a_lost_node_costs_a_retry_from_the_checkpoint_and_nothing_else(
         def resumed() -> dict[str, Any] | None:
             runs = _fold_runs(http, study_id)
             retry = [r for r in runs if r["fold"] == victim["fold"] and r["attempt"] > 0]
-            trained = [
-                r for r in retry if any(not e["metrics"].get("restored") for e in r["epochs"])
-            ]
+            trained = [r for r in retry if any(not e["restored"] for e in r["epochs"])]
             return trained[0] if trained else None
 
         retry = _until(resumed, 180, "the retried fold's first new epoch", service)
@@ -250,7 +248,7 @@ def test_a_lost_node_costs_a_retry_from_the_checkpoint_and_nothing_else(
         print(f"\nlost node {lost_node}: the fold trained again {recovery:.1f} s after the kill")
         assert study["status"] == "completed", study
         assert names[retry["placement"][0]["node_id"]] != lost_node
-        restored = [e for e in retry["epochs"] if e["metrics"].get("restored")]
+        restored = [e for e in retry["epochs"] if e["restored"]]
         assert len(restored) >= 2  # resumed from the checkpoint, not from scratch
         trial = http.get(f"/studies/{study_id}/trials/0").json()
         assert trial["status"] == "completed" and trial["value_folds"] == 2

@@ -11,6 +11,7 @@ from service.db import fold_runs as fold_repo
 from service.db import studies as study_repo
 from service.db import trials as trial_repo
 from tests.service.study_specs import study_spec
+from trainers.report import EpochReport
 
 
 def _add_trial(api: TestClient, study_id: int, number: int, value: float) -> None:
@@ -58,7 +59,7 @@ def test_epochs_change_a_trial_and_the_curves_but_not_the_study_summary(api: Tes
     with api.app.state.sessions.begin() as session:  # what the scheduler does for an epoch
         trial = trial_repo.get_trial(session, study_id, 0)
         run = fold_repo.start_fold_run(session, trial.id, 0)
-        fold_repo.record_epoch(session, run.id, 1, {"val_loss": 0.3})
+        fold_repo.record_epoch(session, run.id, EpochReport(1, {"val_loss": 0.3}))
         study_repo.touch_study(session, study_id, trials=False)
     after = {url: api.get(url, headers={"If-None-Match": before[url]}) for url in urls}
     assert [after[url].status_code for url in urls] == [304, 304, 200, 200]

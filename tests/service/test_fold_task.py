@@ -65,6 +65,7 @@ def _context(tmp_path, executor: RayExecutor, mode: str) -> tuple[StudyContext, 
 def _fold_run(context: StudyContext) -> FoldRunRow:
     def work(session) -> FoldRunRow:
         [run] = session.scalars(select(FoldRunRow)).all()
+        run.epochs  # noqa: B018  (loaded before the session goes)
         session.expunge(run)
         return run
 
@@ -79,9 +80,10 @@ def test_a_pruned_run_that_diverges_after_the_decision_ends_pruned(
     assert outcome.status is FoldStatus.PRUNED
     assert outcome.value == pytest.approx(1.0986, abs=1e-3)  # log 3: what it had at epoch 1
     assert outcome.reason.startswith("fold 0 at epoch 1: 1.099, worse than the median 0.6")
-    run = _fold_run(context)
-    assert (run.status, run.error, run.attempt) == (FoldStatus.PRUNED, outcome.reason, 0)
-    assert context.curves.at(0, 1) == [0.6, pytest.approx(1.0986, abs=1e-3)]
+    assert outcome.curve[0] == pytest.approx(1.0986, abs=1e-3)  # pruning's reference to be
+    run = _fold_run(context)  # the study runner alone writes how a fold ended
+    assert (run.status, run.attempt, run.id) == (FoldStatus.RUNNING, 0, outcome.run_id)
+    assert run.epochs[0].epoch == 1  # epoch 2 diverged after the decision: no report
 
 
 def test_a_run_as_good_as_the_references_completes(runner, executor, tmp_path) -> None:
@@ -89,4 +91,5 @@ def test_a_run_as_good_as_the_references_completes(runner, executor, tmp_path) -
     context.curves.add(0, [5.0] * 6, finished=True)  # median of 0.6 and 5 at epoch 1: 2.8
     outcome = runner.run(asyncio.wait_for(FoldTask(context, handle, 0).run(), 120))
     assert outcome.status is FoldStatus.COMPLETED and outcome.reason is None
-    assert _fold_run(context).status is FoldStatus.COMPLETED
+    assert len(outcome.curve) == 6 and outcome.train_seconds > 0
+    assert _fold_run(context).status is FoldStatus.RUNNING  # the study runner writes its end

@@ -11,6 +11,7 @@ from foldwise.schemas import TrialStatus
 from service.db import fold_runs as fold_repo
 from service.db import studies as study_repo
 from service.db import trials as trial_repo
+from trainers.report import EpochReport
 
 TRIALS, FOLDS, EPOCHS, RUNNING = 60, 3, 4, 2
 
@@ -190,7 +191,9 @@ def test_curves_of_running_trials_and_only_new_epochs_after_the_cursor(api: Test
     trial = api.get(f"/studies/{study_id}/trials/{TRIALS - 1}").json()
     with api.app.state.sessions.begin() as session:
         run = trial_repo.get_trial(session, study_id, TRIALS - 1).fold_runs[0]
-        fold_repo.record_epoch(session, run.id, 99, {"val_loss": 0.5, "val_accuracy": 0.9})
+        fold_repo.record_epoch(
+            session, run.id, EpochReport(99, {"val_loss": 0.5, "val_accuracy": 0.9})
+        )
         study_repo.touch_study(session, study_id)
     new = api.get(url, params={"after": body["cursor"], "metric": "val_accuracy"}).json()
     assert (new["trial"], new["fold"], new["epoch"], new["value"]) == (

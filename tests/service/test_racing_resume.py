@@ -15,11 +15,12 @@ from service.db import trials as trial_repo
 from service.db.engine import SessionRunner
 from service.db.models import TrialRow
 from service.executor import RayExecutor
-from service.scheduler.fold_task import StudyContext
+from service.scheduler.fold_task import FoldOutcome, StudyContext
 from service.scheduler.store import SchedulerStore
 from service.scheduler.study_runner import StudyRunner
 from service.scheduler.trial_progress import TrialProgress
 from tests.service.study_specs import study_spec
+from trainers.report import EpochReport
 
 INCUMBENT = [0.30, 0.32, 0.40]  # fold values of the completed trial 0
 
@@ -91,26 +92,27 @@ def test_a_resumed_trial_whose_folds_all_finished_completes_without_running_anyt
     assert all(f.status is not FoldStatus.RUNNING for f in trial.fold_runs)
 
 
-def test_a_verdict_taken_while_another_fold_finished_is_taken_again_with_it(db) -> None:
-    # Fold 1 of trial 1 is stored as completed, but the runner has not reaped its task yet: the
-    # verdict on fold 0 alone (clearly worse) must not be stored, as it would not follow from
-    # the stored values; on both folds the trial is better than the incumbent and goes on.
-    study_id = _stored_study(db, [0.45, 0.0])
+def test_a_fold_that_ends_after_its_trial_was_decided_is_stored_cancelled(db) -> None:
+    # Fold 1 of trial 1 started just before the racing verdict on fold 0 and completes after
+    # it: the runner alone writes fold ends, after the verdict, so the fold ends cancelled and
+    # the pruned trial rests on the one fold its verdict saw (its CSV row and value agree).
+    study_id = _stored_study(db, [0.90])
     store = SchedulerStore(db)
     runner = StudyRunner(study_id, store, RayExecutor(), poll_seconds=0.05)
 
-    async def judge_on_fold_0() -> TrialProgress:
+    async def race() -> None:
         start = await store.begin_study(study_id)
         spec = StudySpec.model_validate(start.spec)
         runner.context = StudyContext(spec, study_id, store, runner.executor)
         runner.incumbent = await store.incumbent(study_id)
         (handle,) = start.unfinished
-        trial = runner.trials[handle.id] = TrialProgress(handle, {0: 0.45})
-        await runner._judge(trial)
-        return trial
+        trial = runner.trials[handle.id] = TrialProgress(handle, {0: 0.90})
+        run_id, _ = await store.start_fold_run(study_id, handle.id, 2)
+        await runner._judge(trial)  # pruned on fold 0
+        late = FoldOutcome(2, run_id, FoldStatus.COMPLETED, value=0.2, train_seconds=1.5)
+        await runner._take(trial, late)
 
-    trial = asyncio.run(judge_on_fold_0())
-    assert runner.trials == {trial.handle.id: trial} and trial.values == {0: 0.45, 1: 0.0}
+    asyncio.run(race())
 
     def work(session) -> TrialRow:
         row = trial_repo.get_trial(session, study_id, 1)
@@ -118,7 +120,11 @@ def test_a_verdict_taken_while_another_fold_finished_is_taken_again_with_it(db) 
         return row
 
     stored = db._read(work)
-    assert stored.status is not TrialStatus.PRUNED and stored.value_folds is None
+    assert stored.status is TrialStatus.PRUNED and stored.value_folds == 1
+    late = [f for f in stored.fold_runs if f.fold == 2]
+    assert [(f.status, f.value, f.train_seconds) for f in late] == [
+        (FoldStatus.CANCELLED, None, 1.5)
+    ]
 
 
 def test_pruning_references_are_read_from_the_stored_ended_runs(db) -> None:
@@ -136,7 +142,9 @@ def test_pruning_references_are_read_from_the_stored_ended_runs(db) -> None:
         ):
             run = fold_repo.start_fold_run(session, trial.id, fold)
             for epoch, loss in enumerate(losses, start=1):
-                fold_repo.record_epoch(session, run.id, epoch, {"val_loss": loss, "lr": 0.1})
+                fold_repo.record_epoch(
+                    session, run.id, EpochReport(epoch, {"val_loss": loss, "lr": 0.1})
+                )
             if status is not FoldStatus.RUNNING:
                 fold_repo.finish_fold_run(session, run.id, status)
         return study.id

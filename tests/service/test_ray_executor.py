@@ -22,10 +22,11 @@ from service.executor import FoldFailed, FoldRunStats, RayExecutor, ray_executor
 from service.executor.pool import WorkerGroup
 from service.executor.ray_executor import fold_failure
 from service.executor.task_probe import describe_remotely
-from trainers.checkpoint import MODEL_FILE
-from trainers.fold_runner import TrainingDiverged
+from tests.trainers.fold_jobs import make_job
+from trainers.fold_channel import TrainingDiverged
 from trainers.job import FoldJob
-from trainers.task import TaskNotFound
+from trainers.report import MODEL_FILE, ArtifactKind, EpochReport, FoldEvent, SavedArtifact
+from trainers.task import Loop, TaskNotFound
 
 CPUS = 0.5
 WARM_RUNS = 30
@@ -54,7 +55,7 @@ def _task_error(cause: BaseException) -> BaseException:
 def test_failure_names_the_user_error_not_its_peers_broken_connection() -> None:
     gloo = RuntimeError("[gloo/transport/tcp/pair.cc:537] Connection reset by peer")
     failure = fold_failure({0: _task_error(gloo), 1: _task_error(KeyError("width"))}, "t", 2)
-    assert not failure.retryable and failure.message == "KeyError: 'width'"
+    assert not failure.retryable and failure.message == "rank 1: KeyError: 'width'"
     assert "Traceback" in failure.traceback and not failure.workers_intact
 
 
@@ -78,7 +79,7 @@ def test_failure_of_a_dead_worker_is_retryable() -> None:
 
 
 def test_divergence_on_every_rank_leaves_the_workers_intact() -> None:
-    nan = TrainingDiverged("train loss became nan at epoch 2")
+    nan = TrainingDiverged("rank 1 train_loss became nan at epoch 2")
     diverged = {rank: _task_error(nan) for rank in (0, 1)}
     assert fold_failure(diverged, "t", 2).workers_intact
     assert not fold_failure({0: diverged[0]}, "t", 2).workers_intact
@@ -94,12 +95,11 @@ def test_fractional_gpus_cannot_share_a_gpu_between_ranks() -> None:
 def _job(
     task: str = "tests.user_tasks.tiny", epochs: int = 3, *, job: dict | None = None, **params: Any
 ) -> FoldJob:
-    return FoldJob(
-        task=task,
+    return make_job(
+        task,
         params={"lr": 0.01, **params},
         fold=1,
         folds=3,
-        seed=0,
         epochs=epochs,
         batch_size=32,
         world_size=2,
@@ -110,7 +110,14 @@ def _job(
 
 async def _collect(
     ex: RayExecutor, job: FoldJob, stats: FoldRunStats | None = None, gpus: float = 0.0
-) -> list[dict[str, float]]:
+) -> list[EpochReport]:
+    """The run's epoch reports (the files it saved are left out)."""
+    return [e for e in await _events(ex, job, stats, gpus) if isinstance(e, EpochReport)]
+
+
+async def _events(
+    ex: RayExecutor, job: FoldJob, stats: FoldRunStats | None = None, gpus: float = 0.0
+) -> list[FoldEvent]:
     return [
         m async for m in ex.run_fold(job, cpus_per_worker=CPUS, gpus_per_worker=gpus, stats=stats)
     ]
@@ -134,7 +141,7 @@ async def _dead(group: WorkerGroup) -> bool:
 def test_two_rank_digits_fold_streams_every_epoch(runner, executor: RayExecutor) -> None:
     stats = FoldRunStats(world_size=2)
     epochs = runner.run(_collect(executor, _job("digits_mlp", epochs=3, depth=1), stats))
-    assert [e["epoch"] for e in epochs] == [1.0, 2.0, 3.0]
+    assert [e.epoch for e in epochs] == [1, 2, 3]
     assert {
         "train_loss",
         "val_loss",
@@ -147,9 +154,9 @@ def test_two_rank_digits_fold_streams_every_epoch(runner, executor: RayExecutor)
         "val_seconds",
         "cpu_percent",
         "rss_mb",
-    } <= set(epochs[0])
-    assert epochs[0]["rss_mb"] > 10 and epochs[0]["cpu_percent"] > 0
-    assert epochs[-1]["val_loss"] < epochs[0]["val_loss"]
+    } <= set(epochs[0].metrics)
+    assert epochs[0].metrics["rss_mb"] > 10 and epochs[0].metrics["cpu_percent"] > 0
+    assert epochs[-1].metrics["val_loss"] < epochs[0].metrics["val_loss"]
     assert stats.epochs == 3 and stats.wall_seconds >= stats.train_seconds > 0
     assert executor.last_run_stats is stats
     health = executor.health()
@@ -201,7 +208,8 @@ def test_a_task_is_described_in_a_worker_and_only_text_comes_back(executor, monk
     monkeypatch.setattr(sys, "meta_path", [recorder, *sys.meta_path])
     with pytest.raises(TaskNotFound, match="own_error refuses to say its kind"):
         describe_remotely("tests.untrusted.own_error:Task", 60)
-    assert describe_remotely("tests.untrusted.side_effect", 60) == "classification"
+    profile = describe_remotely("tests.untrusted.side_effect", 60)
+    assert (profile.kind, profile.loop) == ("classification", Loop.BUILTIN)
     assert recorder.attempts == []
 
 
@@ -231,7 +239,7 @@ def test_rank_0_already_listens_on_the_rendezvous_port_it_announced(runner, exec
 def test_a_stopped_fold_ends_after_its_epoch_on_every_rank_and_stays_warm(
     runner, executor
 ) -> None:
-    async def scenario() -> tuple[list[dict[str, float]], WorkerGroup, list[int], bool]:
+    async def scenario() -> tuple[list[FoldEvent], WorkerGroup, list[int], bool]:
         await _collect(executor, _job(epochs=1))  # a warm group of this shape
         (group,) = [g for g in executor.pool.idle_groups if g.shape == (2, CPUS, 0.0)]
         pids = await _pids(group)
@@ -247,14 +255,14 @@ def test_a_stopped_fold_ends_after_its_epoch_on_every_rank_and_stays_warm(
 
     epochs, group, pids, cold = runner.run(asyncio.wait_for(scenario(), 120))
     assert not cold and 2 <= len(epochs) <= 3  # the epoch being trained when told ends it
-    assert epochs[-1].get("stopped") == 1.0 and not any(e.get("stopped") for e in epochs[:-1])
+    assert epochs[-1].stopped and not any(e.stopped for e in epochs[:-1])
     assert group in executor.pool.idle_groups and runner.run(_pids(group)) == pids
     assert len(runner.run(_collect(executor, _job(epochs=2)))) == 2  # its next run is whole
 
 
 @pytest.mark.slow
 def test_a_fold_stopped_before_its_workers_were_ready_never_starts(runner, executor) -> None:
-    async def scenario() -> list[dict[str, float]]:
+    async def scenario() -> list[FoldEvent]:
         stop = asyncio.Event()
         stop.set()
         run = executor.run_fold(_job(), cpus_per_worker=CPUS, gpus_per_worker=0, stop=stop)
@@ -269,8 +277,8 @@ def test_ranks_that_do_not_finish_after_the_others_are_reported_stuck(monkeypatc
 
     async def scenario() -> list[int]:
         queue: asyncio.Queue = asyncio.Queue()
-        queue.put_nowait(("epoch", 0, {"epoch": 1.0}))
-        assert (await ray_executor._next(queue, set(), 3, None))[0] == "epoch"  # no grace yet
+        queue.put_nowait(("event", 0, EpochReport(1, {})))
+        assert (await ray_executor._next(queue, set(), 3, None))[0] == "event"  # no grace yet
         with pytest.raises(ray_executor._StuckRanks) as info:
             await ray_executor._next(queue, {0}, 3, None)
         return info.value.ranks
@@ -294,8 +302,8 @@ def test_the_fold_deadline_wins_over_the_finishing_grace(monkeypatch) -> None:
 
 @pytest.mark.slow
 def test_a_hung_fold_times_out_and_its_workers_are_killed(runner, executor) -> None:
-    async def scenario() -> tuple[list[dict[str, float]], WorkerGroup | None]:
-        seen: list[dict[str, float]] = []
+    async def scenario() -> tuple[list[FoldEvent], WorkerGroup | None]:
+        seen: list[FoldEvent] = []
         run = executor.run_fold(
             _job(mode="hang"), cpus_per_worker=CPUS, gpus_per_worker=0, timeout=8
         )
@@ -305,11 +313,15 @@ def test_a_hung_fold_times_out_and_its_workers_are_killed(runner, executor) -> N
         assert not info.value.retryable
         assert info.value.message.startswith("timed out: the fold run took longer than")
         assert "trainer.fold_timeout (8 s)" in info.value.message
+        # rank 1 sleeps in its training step; rank 0 waits for it in DDP's all-reduce
+        assert "rank 0 in train_fold for" in info.value.message
+        assert "rank 1 in train_fold for" in info.value.message
+        assert "(last report: epoch 1)" in info.value.message
         return seen, executor.pool.busy_groups[0] if executor.pool.busy_groups else None
 
     started = time.monotonic()
     seen, busy = runner.run(scenario())
-    assert [m["epoch"] for m in seen] == [1.0]  # rank 1 hangs in epoch 2
+    assert [e.epoch for e in seen if isinstance(e, EpochReport)] == [1]  # rank 1 hangs next
     assert busy is None and time.monotonic() - started < 60
     runner.run(_collect(executor, _job()))  # the next fold runs as usual
 
@@ -320,7 +332,7 @@ def test_user_error_is_not_retryable_and_kills_the_group(runner, executor) -> No
         runner.run(_collect(executor, _job(mode="raise")))
     failure = info.value
     assert not failure.retryable
-    assert failure.message == "ValueError: tiny task refuses mode=raise"
+    assert failure.message == "rank 0: ValueError: tiny task refuses mode=raise"
     assert "build_model" in failure.traceback
     assert "ray::" in failure.traceback and "\x1b" not in failure.traceback  # Ray colours it
     assert not executor.pool.busy_groups
@@ -331,7 +343,7 @@ def test_divergence_is_not_retryable_and_keeps_the_workers(runner, executor) -> 
     with pytest.raises(FoldFailed) as info:
         runner.run(_collect(executor, _job(mode="nan")))
     assert not info.value.retryable and info.value.workers_intact
-    assert info.value.message == "TrainingDiverged: train loss became nan at epoch 1"
+    assert info.value.message == "TrainingDiverged: rank 0 train_loss became nan at epoch 0"
     stats = FoldRunStats(world_size=2)
     runner.run(_collect(executor, _job(), stats))
     assert not stats.cold
@@ -362,20 +374,23 @@ def test_a_retried_fold_resumes_from_the_checkpoint_rank_0_sent_to_the_store(
         assert info.value.retryable and store.checkpoint(key) is not None
         stats = FoldRunStats(world_size=2)
         retry = dataclasses.replace(first, resume=True)
-        epochs = runner.run(_collect(executor, retry, stats))
+        events = runner.run(_events(executor, retry, stats))
     finally:
         executor.artifacts = None
-    assert [(e["epoch"], e.get("restored")) for e in epochs] == [
-        (1.0, 1.0),
-        (2.0, 1.0),
-        (3.0, None),
-        (4.0, None),
+    epochs = [e for e in events if isinstance(e, EpochReport)]
+    assert [(e.epoch, e.restored) for e in epochs] == [
+        (1, True),
+        (2, True),
+        (3, False),
+        (4, False),
     ]
-    assert not any("_artifacts" in e for e in epochs)  # the bytes never reach the caller
-    assert epochs[-1]["model_saved"] == 1.0 and store.checkpoint(key) is None
+    saved = [e for e in events if isinstance(e, SavedArtifact)]
+    assert [a.kind for a in saved] == [ArtifactKind.CHECKPOINT, ArtifactKind.MODEL]
+    assert store.checkpoint(key) is None  # the model supersedes it
     model = torch.load(io.BytesIO(store.read(f"{key}/{MODEL_FILE}")), weights_only=False)
     assert model["fold"] == 1 and model["epoch"] >= 1
-    assert stats.train_seconds == pytest.approx(sum(e["epoch_seconds"] for e in epochs[2:]))
+    trained = sum(e.metrics["epoch_seconds"] for e in epochs[2:])
+    assert stats.train_seconds == pytest.approx(trained)
     assert [p["rank"] for p in stats.placement] == [0, 1]
     assert all(p["node_id"] and p["gpu_ids"] == [] for p in stats.placement)
     assert not list(tmp_path.iterdir())
@@ -391,7 +406,7 @@ def test_idle_groups_give_their_cpus_to_a_fold_that_needs_them(runner, executor)
     whole = dataclasses.replace(_job(epochs=1), world_size=2)
     stats = FoldRunStats(world_size=2)
 
-    async def run_whole() -> list[dict[str, float]]:
+    async def run_whole() -> list[FoldEvent]:
         return [
             m
             async for m in executor.run_fold(
@@ -432,13 +447,5 @@ def test_cancelling_the_iteration_kills_the_group(runner, executor: RayExecutor)
 def test_one_gpu_fold_uses_nccl(runner, executor: RayExecutor) -> None:
     if ray.cluster_resources().get("GPU", 0) < 1:
         pytest.skip("the local Ray sees no GPU")
-    job = FoldJob(
-        task="digits_mlp",
-        params={"lr": 0.01},
-        fold=0,
-        folds=3,
-        epochs=2,
-        batch_size=64,
-        world_size=1,
-    )
+    job = make_job("digits_mlp", params={"lr": 0.01}, epochs=2)
     assert len(runner.run(_collect(executor, job, gpus=1.0))) == 2

@@ -10,6 +10,7 @@ from foldwise.schemas import FoldStatus, TrialStatus
 from service.db import fold_runs as fold_repo
 from service.db import trials as trial_repo
 from tests.service.study_specs import study_spec
+from trainers.report import EpochReport
 
 VALUES = [0.5, None, 0.2, 0.9]  # trial 1 failed
 
@@ -23,8 +24,12 @@ def _fill(api: TestClient, direction: str = "minimize") -> int:
             status = TrialStatus.FAILED if value is None else TrialStatus.COMPLETED
             run = fold_repo.start_fold_run(session, trial.id, 0)
             for epoch in (1, 2):
-                fold_repo.record_epoch(session, run.id, epoch, {"val_loss": 1.0 / epoch})
-            fold_repo.record_epoch(session, run.id, 2, {"val_loss": 99.0})  # idempotent
+                fold_repo.record_epoch(
+                    session, run.id, EpochReport(epoch, {"val_loss": 1.0 / epoch})
+                )
+            fold_repo.record_epoch(
+                session, run.id, EpochReport(2, {"val_loss": 99.0})
+            )  # idempotent
             fold_status = FoldStatus.FAILED if value is None else FoldStatus.COMPLETED
             fold_repo.finish_fold_run(
                 session,

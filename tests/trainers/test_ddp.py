@@ -3,24 +3,34 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 import torch
 import torch.multiprocessing as mp
 
-from trainers.checkpoint import MODEL_FILE
+from tests.trainers.fold_jobs import make_job
 from trainers.ddp import free_port
-from trainers.fold_runner import run_fold
-from trainers.fold_training import rank_shard
+from trainers.fold_data import train_sampler
+from trainers.fold_runner import run_fold_in_directory
 from trainers.job import FoldJob
+from trainers.report import MODEL_FILE
 
 TOLERANCE = 1e-5
 """Largest absolute parameter difference allowed between the 1-rank and the 2-rank run.
 
 Both runs do the same arithmetic except the order of float32 sums: DDP averages two half-batch
 gradients where one rank averages the whole batch. Measured: 6e-8 after 3 epochs."""
+
+
+def rank_shard(
+    train_idx: np.ndarray, *, world_size: int, rank: int, seed: int, epoch: int
+) -> np.ndarray:
+    sampler = train_sampler(
+        len(train_idx), rank=rank, world_size=world_size, seed=seed, shuffle=True
+    )
+    sampler.set_epoch(epoch)
+    return train_idx[list(iter(sampler))]
 
 
 @pytest.mark.parametrize(("n", "world"), [(240, 2), (257, 2), (101, 4), (9, 3)])
@@ -47,29 +57,29 @@ def test_shards_shuffle_differently_each_epoch_but_reproducibly() -> None:
     assert np.array_equal(first, rank_shard(idx, world_size=2, rank=0, seed=1, epoch=0))
 
 
-def _job(tmp: Path, world_size: int, batch_size: int) -> FoldJob:
+def _job(world_size: int, batch_size: int) -> FoldJob:
     # 5 folds of 300 samples: 240 training samples, so 2 ranks get 120 each with no padding,
     # and the global batch of 32 leaves an uneven last batch (240 = 7 x 32 + 16).
-    fields: dict[str, Any] = {
-        "task": "tests.user_tasks.tiny",
-        "params": {"lr": 0.01, "width": 16},
-        "fold": 1,
-        "folds": 5,
-        "seed": 11,
-        "epochs": 3,
-        "batch_size": batch_size,
-        "world_size": world_size,
-        "lr_scaling": "none",
-        "warmup_epochs": 0,
-        "objective_use": "last",
-        "checkpoint_dir": str(tmp / f"ranks{world_size}"),
-    }
-    return FoldJob(**fields)
+    return make_job(
+        params={"lr": 0.01, "width": 16},
+        fold=1,
+        folds=5,
+        seed=11,
+        epochs=3,
+        batch_size=batch_size,
+        world_size=world_size,
+        lr_scaling="none",
+        warmup_epochs=0,
+        objective={"use": "last"},
+        artifact_key="k",
+    )
 
 
-def _rank_main(rank: int, job: FoldJob, port: int) -> None:
+def _rank_main(rank: int, job: FoldJob, port: int, directory: Path) -> None:
     torch.set_num_threads(1)
-    for _ in run_fold(job, rank=rank, master_addr="127.0.0.1", master_port=port, num_threads=1):
+    for _ in run_fold_in_directory(
+        job, directory, rank=rank, master_addr="127.0.0.1", master_port=port, num_threads=1
+    ):
         pass
 
 
@@ -77,13 +87,12 @@ def _rank_main(rank: int, job: FoldJob, port: int) -> None:
 def test_two_ranks_reach_the_parameters_of_one_rank_with_the_same_global_batch(
     tmp_path: Path,
 ) -> None:
-    one, two = _job(tmp_path, 1, 32), _job(tmp_path, 2, 16)
-    _rank_main(0, one, free_port())
-    mp.spawn(_rank_main, args=(two, free_port()), nprocs=2)
-    half = FoldJob(**{**one.__dict__, "batch_size": 16, "checkpoint_dir": str(tmp_path / "half")})
-    _rank_main(0, half, free_port())  # a different global batch: must differ clearly
+    one, two, half = _job(1, 32), _job(2, 16), _job(1, 16)
+    _rank_main(0, one, free_port(), tmp_path / "one")
+    mp.spawn(_rank_main, args=(two, free_port(), tmp_path / "two"), nprocs=2)
+    _rank_main(0, half, free_port(), tmp_path / "half")  # another global batch: differs clearly
     single, double, other = (
-        torch.load(Path(job.checkpoint_dir, MODEL_FILE))["state_dict"] for job in (one, two, half)
+        torch.load(tmp_path / name / MODEL_FILE)["state_dict"] for name in ("one", "two", "half")
     )
     assert single.keys() == double.keys() == other.keys()
     assert _max_difference(single, double) < TOLERANCE

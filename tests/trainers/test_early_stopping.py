@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
-from trainers.fold_runner import run_fold
-from trainers.job import FoldJob
+from tests.trainers.fold_jobs import epochs_of, make_job, run_local
 from trainers.objective import EarlyStopping, SmoothedStopping, make_stopper
 
 
@@ -51,19 +48,10 @@ def test_make_stopper_by_name() -> None:
 
 
 def test_fold_runner_applies_the_smoothed_rule() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    job = FoldJob(
-        task="tests.user_tasks.tiny",
+    job = make_job(
         params={"lr": 0.5},
-        fold=0,
-        folds=3,
         epochs=40,
-        objective_metric="val_loss",
-        patience=1,
-        min_delta=10.0,
-        stopping_rule="smoothed",
+        early_stopping={"patience": 1, "min_delta": 10.0, "rule": "smoothed"},
     )
-    epochs = list(run_fold(job, rank=0, master_addr="127.0.0.1", master_port=port))
+    epochs = epochs_of(run_local(job))
     assert len(epochs) == 2  # the smoothed rule needs 2 x patience epochs before it can fire

@@ -9,9 +9,8 @@ import pytest
 import yaml
 
 from foldwise.spec import OPTIMIZER_NAMES, StudySpec
-from trainers.ddp import free_port
-from trainers.fold_runner import run_fold
-from trainers.job import FoldJob
+from tests.trainers.fold_jobs import epochs_of, make_job, run_local
+from trainers.fold_data import load_task_data
 from trainers.task import resolve_task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,13 +22,13 @@ def test_nas_example_validates_and_uses_the_nas_optimizer() -> None:
     assert spec.optimizer.name == expected and spec.trainer.task == "nas_cnn"
 
 
-def test_dataset_task_is_stacked_into_arrays() -> None:
+def test_dataset_task_is_read_as_a_dataset_and_its_hooks_work() -> None:
     task = resolve_task("examples.tasks.wine_quality:classification")
-    X, y = task.load_data()
-    assert X.shape == (178, 13) and y.shape == (178,) and y.dtype == np.int64
-    optimizer = task.make_optimizer(task.build_model({"depth": 2}), {"lr": 0.1})
+    data = load_task_data(task, {})
+    assert len(data) == 178 and data.targets.dtype == np.int64
+    optimizer = task.obj.make_optimizer(task.obj.build_model({"depth": 2}), {"lr": 0.1})
     assert [g["weight_decay"] for g in optimizer.param_groups] == [1e-4, 0.0]
-    assert task.loss_fn({"smoothing": 0.1}).label_smoothing == 0.1
+    assert task.obj.loss_fn({"smoothing": 0.1}).label_smoothing == 0.1
 
 
 @pytest.mark.parametrize(
@@ -40,19 +39,17 @@ def test_dataset_task_is_stacked_into_arrays() -> None:
     ],
 )
 def test_example_tasks_train_a_fold(task: str, params: dict, metric: str) -> None:
-    job = FoldJob(
-        task=task,
+    direction = "maximize" if metric == "val_accuracy" else "minimize"
+    job = make_job(
+        task,
         params=params,
-        fold=0,
-        folds=3,
         epochs=15,
         batch_size=16,
-        objective_metric=metric,
-        direction="maximize" if metric == "val_accuracy" else "minimize",
+        objective={"metric": metric, "direction": direction},
         options={"noise": 0.1},
     )
-    epochs = list(run_fold(job, rank=0, master_addr="127.0.0.1", master_port=free_port()))
+    values = [e.metrics[metric] for e in epochs_of(run_local(job))]
     if metric == "val_accuracy":
-        assert epochs[-1][metric] > 0.85
+        assert values[-1] > 0.85
     else:
-        assert min(e[metric] for e in epochs) < 0.65  # predicting the mean scores about 1.0
+        assert min(values) < 0.65  # predicting the mean scores about 1.0

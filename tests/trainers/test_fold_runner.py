@@ -1,53 +1,31 @@
+"""The built-in loop through the fold runner: metrics, DDP, early stopping, stops, errors."""
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from tests.trainers.fold_jobs import TIMING, epochs_of, make_job, run_local, stable
 from trainers.ddp import free_port, process_group, wrap_model
-from trainers.fold_runner import TrainingDiverged, run_fold
+from trainers.fold_channel import TrainingDiverged
+from trainers.fold_runner import run_fold
 from trainers.job import FoldJob
+from trainers.report import EpochReport
 from trainers.task import TaskNotFound
 
-TIMING = {
-    "epoch_start",
-    "train_seconds",
-    "val_seconds",
-    "epoch_seconds",
-    "samples_per_second",
-    "cpu_percent",
-    "rss_mb",
-}
-"""Metrics that differ from run to run (wall-clock and resource use)."""
-EXPECTED = {"epoch", "train_loss", "val_loss", "val_accuracy", "lr"} | TIMING
+EXPECTED = {"train_loss", "val_loss", "val_accuracy", "lr"} | TIMING
 
 
-def _job(**overrides: Any) -> FoldJob:
+def _job(**overrides) -> FoldJob:
     # 7 folds of 300 samples: 257 training samples, an odd count that DistributedSampler pads,
     # and a per-rank batch of 15 that leaves an uneven last batch.
-    fields: dict[str, Any] = {
-        "task": "tests.user_tasks.tiny",
-        "params": {"lr": 0.02},
-        "fold": 0,
-        "folds": 7,
-        "seed": 3,
-        "epochs": 4,
-        "batch_size": 15,
-        "lr_scaling": "linear",
-        "warmup_epochs": 1,
-    }
-    return FoldJob(**{**fields, **overrides})
-
-
-def _run_local(job: FoldJob) -> list[dict[str, float]]:
-    return list(
-        run_fold(job, rank=0, master_addr="127.0.0.1", master_port=free_port(), num_threads=1)
-    )
+    fields = {"params": {"lr": 0.02}, "folds": 7, "seed": 3, "epochs": 4, "batch_size": 15}
+    return make_job(**{**fields, **overrides})
 
 
 def _rank_main(rank: int, job: FoldJob, ports: tuple[int, int], out: str) -> None:
@@ -61,76 +39,72 @@ def _rank_main(rank: int, job: FoldJob, ports: tuple[int, int], out: str) -> Non
         checksum = torch.stack([p.detach().sum() for p in model.parameters()]).sum()
         sums = [torch.zeros(()) for _ in range(2)]
         dist.all_gather(sums, checksum)
-    epochs = list(
+    events = list(
         run_fold(job, rank=rank, master_addr="127.0.0.1", master_port=ports[1], num_threads=1)
     )
+    epochs = [{"epoch": e.epoch, **e.metrics} for e in events if isinstance(e, EpochReport)]
     Path(out, f"rank{rank}.json").write_text(
         json.dumps({"checksums": [float(s) for s in sums], "epochs": epochs})
     )
 
 
 @pytest.mark.slow  # about 9 s on 2 cores: two spawned interpreters import torch
-def test_two_rank_fold_metrics_are_identical_and_loss_falls(tmp_path: Path) -> None:
+def test_two_rank_fold_reports_from_rank_0_and_loss_falls(tmp_path: Path) -> None:
     job = _job(world_size=2)
     mp.spawn(_rank_main, args=(job, (free_port(), free_port()), str(tmp_path)), nprocs=2)
     results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert results[0]["checksums"][0] == results[0]["checksums"][1]  # DDP broadcast rank 0's
     epochs0, epochs1 = results[0]["epochs"], results[1]["epochs"]
-    assert epochs0 == epochs1
-    assert [e["epoch"] for e in epochs0] == [1.0, 2.0, 3.0, 4.0]
-    assert set(epochs0[0]) == EXPECTED
+    assert epochs1 == []  # only rank 0 streams the fold's reports
+    assert [e["epoch"] for e in epochs0] == [1, 2, 3, 4]
+    assert set(epochs0[0]) == EXPECTED | {"epoch"}
     assert epochs0[-1]["train_loss"] < epochs0[0]["train_loss"]
     assert epochs0[-1]["val_loss"] < epochs0[0]["val_loss"]
     assert epochs0[0]["lr"] < epochs0[-1]["lr"] == pytest.approx(0.04)  # warm-up to 2 x lr
 
 
 def test_single_rank_fold_learns() -> None:
-    epochs = _run_local(_job(epochs=5, params={"lr": 0.02, "mode": "ok"}))
-    assert len(epochs) == 5 and set(epochs[0]) == EXPECTED
-    assert epochs[-1]["val_accuracy"] > 0.6
-    assert epochs[-1]["val_loss"] < epochs[0]["val_loss"]
-    assert all(e["lr"] == pytest.approx(0.02) for e in epochs)  # one rank: never scaled
+    epochs = epochs_of(run_local(_job(epochs=5, params={"lr": 0.02, "mode": "ok"})))
+    assert [e.epoch for e in epochs] == [1, 2, 3, 4, 5] and set(epochs[0].metrics) == EXPECTED
+    assert epochs[-1].metrics["val_accuracy"] > 0.6
+    assert epochs[-1].metrics["val_loss"] < epochs[0].metrics["val_loss"]
+    assert all(e.metrics["lr"] == pytest.approx(0.02) for e in epochs)  # one rank: not scaled
+    assert not any(e.restored or e.stopped for e in epochs)
     assert not dist.is_initialized()
 
 
 def test_same_job_gives_same_metrics() -> None:
-    runs = [
-        [{k: v for k, v in e.items() if k not in TIMING} for e in _run_local(_job(epochs=2))]
-        for _ in range(2)
-    ]
+    runs = [stable(epochs_of(run_local(_job(epochs=2)))) for _ in range(2)]
     assert runs[0] == runs[1]
 
 
 def test_early_stopping_on_the_objective() -> None:
-    job = _job(epochs=30, params={"lr": 0.5}, patience=1, min_delta=10.0)
-    epochs = _run_local(job)
-    assert len(epochs) == 2  # nothing beats epoch 1 by more than min_delta
+    job = _job(epochs=30, params={"lr": 0.5}, early_stopping={"patience": 1, "min_delta": 10.0})
+    assert len(epochs_of(run_local(job))) == 2  # nothing beats epoch 1 by more than min_delta
 
 
 def test_nan_loss_raises_training_diverged() -> None:
-    with pytest.raises(TrainingDiverged, match="train loss became nan at epoch 1"):
-        _run_local(_job(params={"mode": "nan"}))
+    with pytest.raises(TrainingDiverged, match="train_loss became nan at epoch 0"):
+        run_local(_job(params={"mode": "nan"}))
     assert not dist.is_initialized()
 
 
 def test_user_errors_surface_unchanged() -> None:
     with pytest.raises(ValueError, match="tiny task refuses mode=raise"):
-        _run_local(_job(params={"mode": "raise"}))
+        run_local(_job(params={"mode": "raise"}))
     with pytest.raises(TaskNotFound):
-        _run_local(_job(task="tests.user_tasks.nope"))
-    with pytest.raises(ValueError, match="objective metric 'val_mse' is not reported"):
-        _run_local(_job(objective_metric="val_mse"))
+        run_local(_job(task="tests.user_tasks.nope"))
+    with pytest.raises(RuntimeError, match="lacks the objective metric 'val_mse'"):
+        run_local(_job(objective={"metric": "val_mse"}))
     assert not dist.is_initialized()
 
 
 def test_job_validation() -> None:
-    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+    with pytest.raises(ValueError, match="batch_size"):
         _job(batch_size=0)
     with pytest.raises(ValueError, match="fold must be in"):
         _job(fold=7)
-    with pytest.raises(ValueError, match="direction"):
-        _job(direction="up")
-    assert _job(world_size=2).per_rank_batch == 15
+    assert _job(world_size=2).batch_size == 15
 
 
 def test_a_stop_request_ends_the_run_after_the_epoch_and_saves_no_model(tmp_path: Path) -> None:
@@ -140,17 +114,8 @@ def test_a_stop_request_ends_the_run_after_the_epoch_and_saves_no_model(tmp_path
         asked.append(1)
         return len(asked) >= 2
 
-    job = _job(epochs=6, checkpoint_dir=str(tmp_path), checkpoint_every=1)
-    epochs = list(
-        run_fold(
-            job,
-            rank=0,
-            master_addr="127.0.0.1",
-            master_port=free_port(),
-            num_threads=1,
-            stop_requested=stop_after_two,
-        )
-    )
-    assert [e["epoch"] for e in epochs] == [1.0, 2.0]
-    assert "stopped" not in epochs[0] and epochs[1]["stopped"] == 1.0
-    assert "model_saved" not in epochs[1] and not (tmp_path / "model.pt").exists()
+    job = _job(epochs=6, artifact_key="k", checkpoint_every=1)
+    events = run_local(job, tmp_path, stop_requested=stop_after_two)
+    epochs = epochs_of(events)
+    assert [(e.epoch, e.stopped) for e in epochs] == [(1, False), (2, True)]
+    assert not (tmp_path / "model.pt").exists()

@@ -1,4 +1,5 @@
-"""The GPU path: NCCL and cuda:{local} placement. Skipped cleanly without CUDA."""
+"""The GPU path: NCCL, cuda:{local} placement, fp16 with a gradient scaler. Skipped cleanly
+without CUDA."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from tests.trainers.fold_jobs import epochs_of, make_job, run_local
 from trainers.ddp import free_port, resolve_device
 from trainers.fold_runner import run_fold
 from trainers.job import FoldJob
@@ -13,36 +15,28 @@ from trainers.job import FoldJob
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 
-def _job(world_size: int) -> FoldJob:
-    return FoldJob(
-        task="tests.user_tasks.tiny",
-        params={"lr": 0.02},
-        fold=0,
-        folds=3,
-        epochs=2,
-        batch_size=16,
-        world_size=world_size,
-        backend="nccl",
-    )
+def _job(world_size: int, **trainer) -> FoldJob:
+    job = make_job(params={"lr": 0.02}, epochs=2, batch_size=16, world_size=world_size, **trainer)
+    return FoldJob(**{**job.__dict__, "backend": "nccl"})
 
 
 def test_nccl_backend_defaults_to_cuda_0() -> None:
     assert resolve_device("nccl", None) == torch.device("cuda", 0)
 
 
-def test_one_rank_trains_on_the_gpu_and_reports_gpu_memory() -> None:
-    epochs = list(run_fold(_job(1), rank=0, master_addr="127.0.0.1", master_port=free_port()))
-    assert len(epochs) == 2 and epochs[-1]["gpu_mem_mb"] > 0
-    assert epochs[-1]["val_loss"] < epochs[0]["val_loss"] * 1.5
+@pytest.mark.parametrize("precision", ["32", "fp16", "bf16"])
+def test_one_rank_trains_on_the_gpu_and_reports_gpu_memory(precision: str) -> None:
+    epochs = epochs_of(run_local(_job(1, precision=precision)))
+    assert len(epochs) == 2 and epochs[-1].metrics["gpu_mem_mb"] > 0
+    assert epochs[-1].metrics["val_loss"] < epochs[0].metrics["val_loss"] * 1.5
 
 
 def _rank_main(rank: int, port: int) -> None:
     device = f"cuda:{rank}"
-    for metrics in run_fold(
+    for event in run_fold(
         _job(2), rank=rank, master_addr="127.0.0.1", master_port=port, device=device
     ):
-        assert torch.cuda.current_device() == rank
-        assert metrics["gpu_mem_mb"] > 0
+        assert event.metrics["gpu_mem_mb"] > 0
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")

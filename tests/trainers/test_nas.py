@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 import torch
 from torch import nn
 
-from trainers.fold_runner import run_fold
-from trainers.job import FoldJob
+from tests.trainers.fold_jobs import epochs_of, make_job, run_local
 from trainers.task import resolve_task
 
 
@@ -19,7 +16,7 @@ def _linear_widths(model: nn.Module) -> list[int]:
 
 def test_nas_mlp_depth_and_per_layer_choices() -> None:
     task = resolve_task("nas_mlp")
-    model = task.build_model(
+    model = task.obj.build_model(
         {"depth": 3, "width_1": 32, "width_2": 8, "width_3": 16, "act_2": "tanh",
          "dropout_3": 0.5, "width_4": 999}  # width_4 is inactive at depth 3
     )  # fmt: skip
@@ -27,7 +24,7 @@ def test_nas_mlp_depth_and_per_layer_choices() -> None:
     assert [type(m) for m in model if not isinstance(m, nn.Linear)] == [
         nn.ReLU, nn.Tanh, nn.ReLU, nn.Dropout
     ]  # fmt: skip
-    X, y = task.load_data()
+    X, y = task.obj.load_data()
     assert model(torch.as_tensor(X[:5])).shape == (5, 10) and X.shape[1] == 64
 
 
@@ -38,7 +35,7 @@ def test_nas_mlp_depth_and_per_layer_choices() -> None:
 )  # fmt: skip
 def test_nas_mlp_rejects_impossible_architectures(params: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        resolve_task("nas_mlp").build_model(params)
+        resolve_task("nas_mlp").obj.build_model(params)
 
 
 @pytest.mark.parametrize(
@@ -48,31 +45,27 @@ def test_nas_mlp_rejects_impossible_architectures(params: dict, message: str) ->
 )  # fmt: skip
 def test_nas_cnn_builds_for_8x8_images(params: dict) -> None:
     task = resolve_task("nas_cnn")
-    X, _ = task.load_data()
+    X, _ = task.obj.load_data()
     assert X.shape[1:] == (1, 8, 8)
-    assert task.build_model(params)(torch.as_tensor(X[:3])).shape == (3, 10)
+    assert task.obj.build_model(params)(torch.as_tensor(X[:3])).shape == (3, 10)
 
 
 def test_nas_cnn_channels_come_from_params() -> None:
-    model = resolve_task("nas_cnn").build_model({"blocks": 2, "channels_1": 4, "channels_2": 6})
+    model = resolve_task("nas_cnn").obj.build_model(
+        {"blocks": 2, "channels_1": 4, "channels_2": 6}
+    )
     convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
     assert [c.out_channels for c in convs] == [4, 6]
 
 
 def test_an_impossible_cnn_fails_its_fold_with_a_clear_error() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    job = FoldJob(task="nas_cnn", params={"blocks": 4, "pool": "max"}, fold=0, folds=2, epochs=1)
+    job = make_job("nas_cnn", params={"blocks": 4, "pool": "max"}, folds=2, epochs=1)
     with pytest.raises(ValueError, match="shrinks the 8x8 image to nothing"):
-        list(run_fold(job, rank=0, master_addr="127.0.0.1", master_port=port))
+        run_local(job)
 
 
 def test_a_nas_cnn_fold_learns() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     params = {"blocks": 2, "channels": 8, "lr": 0.01, "dense": 32}
-    job = FoldJob(task="nas_cnn", params=params, fold=0, folds=3, epochs=3, batch_size=64)
-    epochs = list(run_fold(job, rank=0, master_addr="127.0.0.1", master_port=port))
-    assert epochs[-1]["val_accuracy"] > 0.8
+    job = make_job("nas_cnn", params=params, folds=3, epochs=3, batch_size=64)
+    epochs = epochs_of(run_local(job))
+    assert epochs[-1].metrics["val_accuracy"] > 0.8

@@ -11,17 +11,15 @@ from trainers.timeline import trial_trace
 T0 = 1_700_000_000.0
 
 
-def _epoch(number: int, start: float, **extra: float) -> dict:
+def _epoch(number: int, start: float, restored: bool = False) -> dict:
     metrics = {
-        "epoch": float(number),
         "epoch_start": start,
         "train_seconds": 0.8,
         "val_seconds": 0.2,
         "epoch_seconds": 1.0,
         "val_loss": 1.0 / number,
-        **extra,
     }
-    return {"epoch": number, "metrics": metrics}
+    return {"epoch": number, "metrics": metrics, "restored": restored}
 
 
 def _trial() -> Trial:
@@ -34,7 +32,7 @@ def _trial() -> Trial:
         {"fold": 1, "attempt": 0, "status": "failed", "error": "workers lost",
          "started_at": at(0), "finished_at": at(2), "epochs": [_epoch(1, T0 + 0.4)]},
         {"fold": 1, "attempt": 1, "status": "completed", "value": 0.6, "started_at": at(3),
-         "finished_at": at(5), "epochs": [_epoch(1, T0 + 0.4, restored=1.0),
+         "finished_at": at(5), "epochs": [_epoch(1, T0 + 0.4, restored=True),
                                          _epoch(2, T0 + 3.5)]},
     ]  # fmt: skip
     return Trial.model_validate(

@@ -107,7 +107,7 @@ function renderFolds() {
   document.querySelector("#folds tbody").replaceChildren(...rows);
 }
 
-const NOT_CURVES = new Set(["epoch", "epoch_start", "epoch_end", "restored", "checkpoint", "model_saved", "stopped"]);
+const NOT_CURVES = new Set(["epoch", "epoch_start", "epoch_end"]);
 
 /** Metrics worth a curve: numbers, not timestamps or flags. */
 function metricNames() {

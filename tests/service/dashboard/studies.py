@@ -14,6 +14,7 @@ from service.db import studies as study_repo
 from service.db import trials as trial_repo
 from tests.service.dashboard.conftest import Dashboard
 from tests.service.study_specs import study_spec
+from trainers.report import EpochReport
 
 SPACE = {
     "lr": {"type": "float", "low": 1e-4, "high": 0.3, "log": True},
@@ -69,7 +70,9 @@ def add_study(
             )
             run = fold_repo.start_fold_run(session, trial.id, 0)
             for epoch in (1, 2):
-                fold_repo.record_epoch(session, run.id, epoch, {"val_loss": value + 0.5 / epoch})
+                fold_repo.record_epoch(
+                    session, run.id, EpochReport(epoch, {"val_loss": value + 0.5 / epoch})
+                )
             fold_repo.finish_fold_run(session, run.id, FoldStatus.COMPLETED, value=value)
             trial_repo.finish_trial(
                 session, trial, TrialStatus.COMPLETED, value=value, std_error=0.01, value_folds=2

@@ -15,6 +15,7 @@ from service.db import studies as study_repo
 from service.db import trials as trial_repo
 from tests.service.dashboard.conftest import FOLDS, RUNNING, TRIALS, Dashboard, open_ready
 from tests.service.study_specs import study_spec
+from trainers.report import EpochReport
 
 PLOTS = ["plot-history", "plot-parcoords", "plot-slices", "plot-folds", "plot-curves"]
 PRUNED = 100
@@ -45,7 +46,9 @@ def _store_pruned_trial(dashboard: Dashboard) -> None:
         for fold, (status, value, error) in enumerate(endings):
             run = fold_repo.start_fold_run(session, trial.id, fold)
             for epoch in (1, 2):
-                fold_repo.record_epoch(session, run.id, epoch, {"val_loss": 1.2 - 0.1 * epoch})
+                fold_repo.record_epoch(
+                    session, run.id, EpochReport(epoch, {"val_loss": 1.2 - 0.1 * epoch})
+                )
             fold_repo.finish_fold_run(session, run.id, status, value=value, error=error)
         trial_repo.finish_trial(
             session,
@@ -172,7 +175,7 @@ def test_live_updates_arrive_as_small_deltas(page, dashboard: Dashboard) -> None
         trial = trial_repo.create_trial(session, study_id, {"lr": 0.01, "act": "relu"}, number=500)
         trial_repo.finish_trial(session, trial, TrialStatus.COMPLETED, value=-1.0, std_error=0.01)
         running = trial_repo.get_trial(session, study_id, TRIALS - 1).fold_runs[0]
-        fold_repo.record_epoch(session, running.id, 77, {"val_loss": 0.25})
+        fold_repo.record_epoch(session, running.id, EpochReport(77, {"val_loss": 0.25}))
         study_repo.touch_study(session, study_id)  # as every scheduler write does
     wait_until(page, "document.getElementById('plot-history').data[0].x.includes(500)")
     wait_until(page, "document.getElementById('plot-curves').data.some(t => t.x.includes(77))")

@@ -15,6 +15,7 @@ from service.db import studies as study_repo
 from service.db import trials as trial_repo
 from tests.service.dashboard.conftest import Dashboard, open_ready
 from tests.service.dashboard.studies import DIVERGED, DIVERGED_AT, GOOD, WITH_DIVERGED, add_study
+from trainers.report import EpochReport
 
 
 def _plot(page, plot_id: str) -> dict[str, Any]:
@@ -173,7 +174,7 @@ def test_running_trials_without_an_epoch_are_said_to_be_waiting(
     assert note.startswith("2 running trials, waiting for their first epoch; metric val_loss")
     with dashboard.app.state.sessions.begin() as session:  # one of them reports its epoch 1
         run = trial_repo.get_trial(session, study_id, 3).fold_runs[0]
-        fold_repo.record_epoch(session, run.id, 1, {"val_loss": 0.9})
+        fold_repo.record_epoch(session, run.id, EpochReport(1, {"val_loss": 0.9}))
         study_repo.touch_study(session, study_id, trials=False)
     wait_until(page, "document.getElementById('plot-curves').data?.length === 1")
     assert page.locator("#plot-curves .empty").count() == 0

@@ -1,0 +1,102 @@
+"""Lightning tasks as folds: the module's logged metrics are the reports, the Trainer stops when
+told, checkpoints resume, a datamodule factory gets the fold."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+
+from tests.trainers.fold_jobs import epochs_of, make_job, run_local
+from trainers.job import FoldJob
+from trainers.lightning_loop import logged_metrics
+from trainers.report import ArtifactKind, SavedArtifact
+
+TASK = "examples.tasks.lightning_digits"
+
+
+def _job(task: str = TASK, **overrides: Any) -> FoldJob:
+    fields: dict[str, Any] = {
+        "params": {"lr": 0.01, "width": 32},
+        "epochs": 3,
+        "batch_size": 64,
+        "objective": {"metric": "val_acc", "direction": "maximize"},
+        "artifact_key": "k",
+    }
+    return make_job(task, **{**fields, **overrides})
+
+
+def test_a_lightning_module_trains_a_fold_and_its_logged_metrics_are_reported(
+    tmp_path: Path,
+) -> None:
+    events = run_local(_job(precision="bf16", clip_grad_norm=1.0), tmp_path)
+    epochs = epochs_of(events)
+    assert [e.epoch for e in epochs] == [1, 2, 3]
+    assert {"val_acc", "val_loss", "train_loss", "epoch_seconds"} <= set(epochs[0].metrics)
+    assert epochs[-1].metrics["val_acc"] > 0.8
+    saved = [(e.kind, e.epoch) for e in events if isinstance(e, SavedArtifact)]
+    best = max(epochs, key=lambda e: e.metrics["val_acc"]).epoch
+    assert saved == [(ArtifactKind.CHECKPOINT, 1), (ArtifactKind.CHECKPOINT, 2)] + [
+        (ArtifactKind.MODEL, best)
+    ]
+    model = torch.load(tmp_path / "model.pt", weights_only=False)
+    assert "net.0.weight" in model["state_dict"]
+
+
+def test_a_stopped_lightning_fold_ends_after_its_epoch() -> None:
+    asked: list[int] = []
+
+    def stop_after_two() -> bool:
+        asked.append(1)
+        return len(asked) >= 2
+
+    epochs = epochs_of(run_local(_job(epochs=6), stop_requested=stop_after_two))
+    assert [(e.epoch, e.stopped) for e in epochs] == [(1, False), (2, True)]
+
+
+def test_a_retried_lightning_fold_resumes_from_its_checkpoint() -> None:
+    first = run_local(_job(epochs=4))
+    checkpoint = [e for e in first if isinstance(e, SavedArtifact)][1]
+    assert (checkpoint.kind, checkpoint.epoch) == (ArtifactKind.CHECKPOINT, 2)
+    resumed = epochs_of(run_local(_job(epochs=4, resume=True), restore=checkpoint.data))
+    assert [(e.epoch, e.restored) for e in resumed] == [
+        (1, True), (2, True), (3, False), (4, False),
+    ]  # fmt: skip
+    # the optimizer, scheduler and weights came back: epoch 3 goes on from epoch 2
+    assert resumed[2].metrics["val_loss"] < resumed[0].metrics["val_loss"]
+
+
+class _WithDataModule:
+    """The digits module, with its data through a LightningDataModule built for the fold."""
+
+    metrics = ["val_acc", "val_loss", "train_loss"]
+    built: list[Any] = []
+
+    def load_data(self) -> Any:
+        from examples.tasks.lightning_digits import load_data
+
+        return load_data()
+
+    def build_module(self, params: dict) -> pl.LightningModule:
+        from examples.tasks.lightning_digits import build_module
+
+        return build_module(params)
+
+    def build_datamodule(self, ctx: Any) -> pl.LightningDataModule:
+        self.built.append((ctx.fold, len(ctx.train_dataset), len(ctx.val_dataset)))
+        return pl.LightningDataModule.from_datasets(
+            train_dataset=ctx.train_dataset, val_dataset=ctx.val_dataset, batch_size=64
+        )
+
+
+def test_a_datamodule_factory_gets_the_fold() -> None:
+    epochs = epochs_of(run_local(_job(f"{__name__}:_WithDataModule", epochs=2, fold=1)))
+    assert len(epochs) == 2 and epochs[-1].metrics["val_acc"] > 0.7
+    assert _WithDataModule.built == [(1, 1198, 599)]
+
+
+def test_logged_names_become_report_names() -> None:
+    logged = {"val/acc": torch.tensor(0.5), "loss": 2, "vector": torch.ones(3)}
+    assert logged_metrics(logged) == {"val_acc": 0.5, "loss": 2.0}

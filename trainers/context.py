@@ -1,0 +1,239 @@
+"""FoldContext: what a fold function gets (``train_fold(ctx)``), on every rank of the fold's DDP
+group (DESIGN §6).
+
+It says which fold of which trial this is, gives the fold's data lazily, and carries the
+data-parallel practice as helpers so an own loop need not rewrite it. A complete own loop::
+
+    def train_fold(ctx):
+        model = ctx.prepare_model(Net(ctx.params))              # device, same weights, DDP
+        opt = torch.optim.AdamW(model.parameters(), lr=ctx.params["lr"] * ctx.lr_scale)
+        train = ctx.prepare_loader(ctx.train_dataset, ctx.batch_size, shuffle=True)
+        val = ctx.prepare_eval_loader(ctx.val_dataset, 256)
+        for epoch in range(ctx.start_epoch, ctx.epochs):
+            for x, y in train:
+                opt.zero_grad()
+                loss_fn(model(x.to(ctx.device)), y.to(ctx.device)).backward()
+                opt.step()
+            correct, seen = evaluate(model, val)                  # this rank's share
+            ctx.report(epoch, val_accuracy=ctx.sum(correct) / ctx.sum(seen))
+            ctx.save_model(model)
+            if ctx.should_stop():                                 # racing, pruning, patience
+                break
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.data import BatchSampler, DataLoader, Dataset, Subset
+
+from trainers.ddp import release_models, wrap_model
+from trainers.fold_channel import FoldChannel
+from trainers.fold_data import EvalShardSampler, TaskData, array_batches, train_sampler
+from trainers.job import FoldJob
+from trainers.kfold import make_folds
+from trainers.lr_schedule import lr_factor, scale_factor
+from trainers.task import Task
+
+
+class FoldContext:
+    """One rank's view of one fold run. Attributes:
+
+    ``params`` (the trial's), ``options`` (``trainer.options``), ``fold``, ``folds``, ``seed``,
+    ``rank``, ``local_rank``, ``world_size``, ``is_chief`` (rank 0), ``device``; ``epochs``,
+    ``batch_size`` (per rank) and ``trainer`` (every trainer setting, with what the trial's
+    params search); ``start_epoch`` (above 0 when a retried attempt resumed from a checkpoint);
+    ``train_indices`` / ``val_indices`` (into the task's data), ``train_dataset`` /
+    ``val_dataset`` (views of it; validation reads ``load_eval_data`` when the task has it),
+    ``train_targets`` (the training fold's labels, e.g. for class weights); ``task`` (the
+    task object the user wrote).
+    """
+
+    def __init__(
+        self,
+        job: FoldJob,
+        task: Task,
+        data: TaskData,
+        channel: FoldChannel,
+        *,
+        rank: int,
+        device: torch.device,
+        local_rank: int | None = None,
+    ) -> None:
+        self.job, self._channel = job, channel
+        self.task = task.obj
+        self.params = job.params
+        self.options = job.trainer.options
+        self.trainer = job.trainer
+        self.fold, self.folds, self.seed = job.fold, job.folds, job.seed
+        self.rank, self.world_size = rank, job.world_size
+        self.local_rank = rank if local_rank is None else local_rank
+        self.is_chief = rank == 0
+        self.device = device
+        self.epochs, self.batch_size = job.epochs, job.batch_size
+        self.start_epoch = 0
+        self._restored: Any = None
+        self._wrapped: list[nn.Module] = []
+        stratify = data.targets if task.kind == "classification" else None
+        self.train_indices, self.val_indices = make_folds(
+            len(data), job.folds, job.seed, stratify=stratify
+        )[job.fold]
+        self.train_dataset: Dataset = Subset(data.dataset, self.train_indices.tolist())
+        self.val_dataset: Dataset = Subset(data.eval_dataset, self.val_indices.tolist())
+        self.train_targets = None if data.targets is None else data.targets[self.train_indices]
+
+    # -- data parallelism -------------------------------------------------------------------
+
+    def prepare_model(self, model: nn.Module) -> nn.Module:
+        """``model`` on this rank's device, wrapped in DistributedDataParallel when there are
+        several ranks (DDP gives every rank rank 0's initial weights). Every rank calls it."""
+        wrapped = wrap_model(model, self.device)
+        self._wrapped.append(wrapped)
+        return wrapped
+
+    def prepare_loader(
+        self, dataset: Dataset, batch_size: int, *, shuffle: bool = True, **options: Any
+    ) -> DataLoader:
+        """A training DataLoader over this rank's share of ``dataset``: a DistributedSampler
+        (one shuffle per epoch, shared by the ranks, set anew each time the loader is
+        iterated), the same number of batches on every rank. ``options`` go to DataLoader
+        (``num_workers``, ``collate_fn``, ...); pinned memory on CUDA by default."""
+        sampler = train_sampler(
+            len(dataset),  # type: ignore[arg-type]
+            rank=self.rank,
+            world_size=self.world_size,
+            seed=self.seed,
+            shuffle=shuffle,
+            drop_last=bool(options.pop("drop_last", False)),
+        )
+        return self._loader(dataset, batch_size, sampler, options)
+
+    def prepare_eval_loader(self, dataset: Dataset, batch_size: int, **options: Any) -> DataLoader:
+        """A DataLoader over this rank's share of ``dataset`` for evaluation: the ranks
+        together read every sample exactly once (sum what they count with ``ctx.sum``)."""
+        sampler = EvalShardSampler(
+            len(dataset),  # type: ignore[arg-type]
+            rank=self.rank,
+            world_size=self.world_size,
+        )
+        return self._loader(dataset, batch_size, sampler, options)
+
+    @property
+    def lr_scale(self) -> float:
+        """What the study's ``trainer.lr_scaling`` multiplies the single-process rate by."""
+        return scale_factor(self.world_size, self.trainer.lr_scaling)
+
+    def lr_factor(self, epoch: int, step: int, steps_per_epoch: int) -> float:
+        """The multiplier of the single-process learning rate at optimizer ``step`` of
+        ``epoch`` (both from 0): ``lr_scale`` reached by a linear warm-up over
+        ``trainer.warmup_epochs``."""
+        return lr_factor(
+            world_size=self.world_size,
+            scaling=self.trainer.lr_scaling,
+            warmup_epochs=self.trainer.warmup_epochs,
+            epoch=epoch,
+            step=step,
+            steps_per_epoch=steps_per_epoch,
+        )
+
+    def sum(self, value: Any) -> Any:
+        """``value`` (a number, a list of numbers or a tensor) summed over the ranks; every
+        rank calls it (a collective, like DDP's own)."""
+        return self._all_reduce(value, dist.ReduceOp.SUM)
+
+    def max(self, value: Any) -> Any:
+        """``value`` (a number, a list of numbers or a tensor) maximised over the ranks."""
+        return self._all_reduce(value, dist.ReduceOp.MAX)
+
+    def mean(self, value: Any, weight: float = 1.0) -> float:
+        """The ``weight``-weighted mean of a number over the ranks; every rank calls it."""
+        total, weights = self.sum([float(value) * weight, float(weight)])
+        return total / weights if weights else float("nan")
+
+    # -- reporting ----------------------------------------------------------------------------
+
+    def report(self, epoch: int, **metrics: Any) -> None:
+        """Report epoch ``epoch`` (counting from 0, as ``range(ctx.epochs)``): every rank calls
+        it once per epoch with the same metric names; rank 0's values are the fold's. It
+        drives early stopping, pruning, racing and the dashboard; afterwards ``should_stop()``
+        says whether to leave the loop (a report after that raises ``FoldStopped``)."""
+        self._channel.report(epoch, metrics)
+
+    def should_stop(self) -> bool:
+        """Whether to leave the loop now: early stopping fired, or racing, pruning or the
+        study stopped the fold. Every rank gets the same answer at the same epoch."""
+        return self._channel.should_stop()
+
+    @property
+    def checkpoint_due(self) -> bool:
+        """Whether ``save_checkpoint`` keeps a checkpoint now (to skip building its state)."""
+        return self._channel.checkpoint_due
+
+    def save_checkpoint(self, state: dict[str, Any]) -> None:
+        """Keep ``state`` (model, optimizer, ... state dicts) every ``trainer.checkpoint_every``
+        epochs, on rank 0 (other ranks return at once). A retried attempt gets it back from
+        ``load_checkpoint()`` and starts at ``start_epoch``."""
+        self._channel.save_checkpoint(state)
+
+    def load_checkpoint(self) -> Any:
+        """The state an earlier attempt of this fold saved last, on every rank, or None."""
+        return self._restored
+
+    def save_model(self, model: nn.Module | dict[str, Any], **extra: Any) -> None:
+        """Keep ``model`` as the fold's model at the epoch just reported: the best epoch's
+        (``objective.use: best``) or the last's. It downloads from the service when the fold
+        ends; ``extra`` is saved with it. Rank 0 keeps it; other ranks return at once."""
+        self._channel.save_model(model, **extra)
+
+    # -- the fold runner's ----------------------------------------------------------------------
+
+    def resume_from(self, state: Any) -> None:
+        self._restored = state
+        self.start_epoch = self._channel.last_epoch
+
+    def release(self) -> None:
+        """Free the DDP wrappers this context made, before the process group goes."""
+        release_models(self._wrapped)
+
+    def _all_reduce(self, value: Any, op: dist.ReduceOp) -> Any:
+        if self.world_size == 1:
+            return value
+        device = self.device if self.job.backend == "nccl" else torch.device("cpu")
+        tensor = torch.as_tensor(value, dtype=torch.float64, device=device).clone()
+        dist.all_reduce(tensor, op=op)
+        return tensor if torch.is_tensor(value) else tensor.tolist()
+
+    def _loader(
+        self, dataset: Dataset, batch_size: int, sampler: Any, options: dict[str, Any]
+    ) -> DataLoader:
+        if self.device.type == "cuda":
+            options.setdefault("pin_memory", True)
+        batches = array_batches(dataset) if "collate_fn" not in options else None
+        if batches is not None:  # arrays: a batch is one slice, not batch_size reads
+            by_batch = BatchSampler(sampler, batch_size, drop_last=False)
+            return _EpochLoader(
+                self, sampler, batches, sampler=by_batch, batch_size=None, **options
+            )
+        return _EpochLoader(
+            self, sampler, dataset, batch_size=batch_size, sampler=sampler, **options
+        )
+
+
+class _EpochLoader(DataLoader):
+    """A DataLoader whose sampler learns the epoch each time it is iterated: the epochs the
+    fold has reported so far, so a resumed attempt shuffles as the first one would have."""
+
+    def __init__(
+        self, ctx: FoldContext, epoch_sampler: Any, dataset: Dataset, **kwargs: Any
+    ) -> None:
+        super().__init__(dataset, **kwargs)
+        self._ctx, self._epoch_sampler = ctx, epoch_sampler
+
+    def __iter__(self) -> Any:
+        set_epoch = getattr(self._epoch_sampler, "set_epoch", None)
+        if set_epoch is not None:
+            set_epoch(self._ctx._channel.last_epoch)
+        return super().__iter__()

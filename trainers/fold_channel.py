@@ -1,0 +1,368 @@
+"""One rank's side of a fold run's reporting: reports, stops, checkpoints and the fold's model.
+
+``FoldContext`` hands a fold function's ``report``, ``should_stop``, ``save_checkpoint`` and
+``save_model`` to this channel. Every report is an exchange with the other ranks
+(``trainers.rank_exchange``): they check they are at the same epoch, learn whether the run was
+asked to stop or early stopping fired, and average what foldwise measured. Rank 0 puts its
+reports, checkpoints and model on the ``outbox``, which the fold runner streams to its caller.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainers.job import FoldJob
+from trainers.monitor import ResourceMonitor
+from trainers.objective import EarlyStopping, SmoothedStopping, improved, make_stopper
+from trainers.rank_exchange import PeersLate, RankExchange, RunAbandoned
+from trainers.report import (
+    RESERVED_METRICS,
+    ArtifactKind,
+    EpochReport,
+    SavedArtifact,
+)
+
+RETURN_GRACE_S = 60.0
+"""How long a rank whose fold function returned waits for the others to return too: they
+report the same epochs, so only what follows their last report is left to them."""
+
+
+class FoldContractError(RuntimeError):
+    """A fold function broke the fold contract (a bad report, ranks at different epochs).
+    Every rank raises it at the same exchange, so the ranks stay usable for the next run."""
+
+
+class TrainingDiverged(FoldContractError):
+    """A reported metric became NaN or infinite."""
+
+
+class RankReturnedAlone(RuntimeError):
+    """This rank's fold function returned and the other ranks did not follow in time."""
+
+
+class FoldStopped(Exception):
+    """Raised by ``report`` once the fold was told to stop: the fold function should have
+    left its loop when ``should_stop()`` said so. foldwise treats it as a normal end."""
+
+
+@dataclass(frozen=True)
+class _KeptModel:
+    epoch: int
+    metrics: dict[str, float]
+    state_dict: dict[str, Any]
+    extra: dict[str, Any]
+
+
+class FoldChannel:
+    """Reporting for rank ``rank`` of ``job``; rank 0 writes to ``outbox``."""
+
+    def __init__(
+        self,
+        job: FoldJob,
+        *,
+        rank: int,
+        exchange: RankExchange,
+        outbox: queue.Queue,
+        monitor: ResourceMonitor | None = None,
+        stop_requested: Callable[[], bool] | None = None,
+    ) -> None:
+        self.job, self.rank, self.exchange, self.outbox = job, rank, exchange, outbox
+        self.monitor = monitor
+        self.stop_requested = stop_requested or (lambda: False)
+        self.abandoned: threading.Event = exchange.abandoned
+        self.last_epoch = 0
+        """The number (from 1) of the last epoch reported, restored ones included."""
+        self.history: list[dict[str, float]] = []
+        """Rank 0's reports so far (what a checkpoint replays)."""
+        self.stop_reason: str | None = None
+        """None while training goes on; "asked" (racing, pruning, the study) or "early"."""
+        self._stopper = self._make_stopper()
+        self._kept: _KeptModel | None = None
+        self._epoch_began = time.perf_counter()
+        self._epoch_began_wall = time.time()
+        self._phase = "starting"
+        self._phase_since = time.monotonic()
+
+    # -- what a fold function calls (through FoldContext) -------------------------------------
+
+    def report(self, epoch: int, metrics: dict[str, Any]) -> None:
+        """Report epoch ``epoch`` (from 0) with ``metrics``; every rank calls it each epoch."""
+        if self.abandoned.is_set():
+            raise RunAbandoned("the fold run was abandoned")
+        if self.stop_reason is not None:
+            raise FoldStopped(f"the fold was told to stop after epoch {self.last_epoch}")
+        number = _epoch_number(epoch)
+        values, problem = self._check(number, metrics)
+        early = False
+        if problem is None and self.rank == 0 and self._stopper is not None:
+            early = self._stopper.should_stop(values[self.job.objective.metric])
+        usage = self.monitor.take() if self.monitor is not None else {}
+        payload = {
+            "kind": "report",
+            "epoch": number,
+            "stop": bool(self.stop_requested()),
+            "early": early,
+            "problem": problem,
+            "usage": usage,
+            "seconds": time.perf_counter() - self._epoch_began,
+            "began": self._epoch_began_wall,
+        }
+        peers = self._exchange(payload, f"waiting in ctx.report(epoch {number - 1})")
+        self._check_peers(peers)
+        asked = any(p["stop"] for p in peers)
+        self.stop_reason = "asked" if asked else "early" if peers[0]["early"] else None
+        self.last_epoch = number
+        if self.rank == 0:
+            measured = _measured(peers)
+            record = {**values, **measured}
+            self.history.append(record)
+            self.outbox.put(EpochReport(number, record, stopped=asked))
+        self._epoch_began, self._epoch_began_wall = time.perf_counter(), time.time()
+        self._enter("in train_fold")
+
+    def should_stop(self) -> bool:
+        """Whether the fold should end now (the same answer on every rank)."""
+        return self.stop_reason is not None
+
+    @property
+    def checkpoint_due(self) -> bool:
+        """Whether ``save_checkpoint`` would keep a checkpoint now (rank 0, every
+        ``trainer.checkpoint_every`` epochs, while the fold goes on)."""
+        every = self.job.trainer.checkpoint_every
+        return (
+            self.rank == 0
+            and self.job.keeps_artifacts
+            and every > 0
+            and self.last_epoch > 0
+            and self.last_epoch % every == 0
+            and self.last_epoch < self.job.epochs
+            and self.stop_reason is None
+        )
+
+    def save_checkpoint(self, state: dict[str, Any]) -> None:
+        """Keep ``state`` as the fold's checkpoint when one is due; a retried attempt resumes
+        from it (``load_checkpoint``), after its epochs are replayed."""
+        if not self.checkpoint_due:
+            return
+        checkpoint = {
+            "fingerprint": self.job.fingerprint(),
+            "history": self.history,
+            "state": state,
+            "kept": self._kept,
+        }
+        self.outbox.put(
+            SavedArtifact(ArtifactKind.CHECKPOINT, self.last_epoch, _dumps(checkpoint))
+        )
+
+    def save_model(self, model: nn.Module | dict[str, Any], **extra: Any) -> None:
+        """Keep ``model`` (or its state dict) as the fold's model at the epoch just reported,
+        when it is the best so far (``objective.use: best``) or always (``last``)."""
+        if self.rank != 0 or not self.job.keeps_artifacts:
+            return
+        if not self.history:
+            raise ValueError("save_model comes after the epoch's ctx.report")
+        metrics = self.history[-1]
+        objective = self.job.objective
+        if self._kept is not None and objective.use == "best":
+            value, best = metrics[objective.metric], self._kept.metrics[objective.metric]
+            if not improved(value, best, objective.direction.value):
+                return
+        weights = model if isinstance(model, dict) else _unwrapped(model).state_dict()
+        cpu = {
+            k: v.detach().to("cpu", copy=True) if torch.is_tensor(v) else v
+            for k, v in weights.items()
+        }
+        self._kept = _KeptModel(self.last_epoch, dict(metrics), cpu, extra)
+
+    # -- what the fold runner calls -----------------------------------------------------------
+
+    def restore(self, checkpoint: dict[str, Any] | None) -> Any:
+        """Take over an earlier attempt's checkpoint: replay its epochs (rank 0 streams them as
+        restored) and return the fold function's state, or None to start from scratch."""
+        if checkpoint is None:
+            return None
+        for record in checkpoint["history"]:
+            self.last_epoch += 1
+            if self._stopper is not None:
+                self._stopper.should_stop(record[self.job.objective.metric])
+            if self.rank == 0:
+                self.history.append(record)
+                self.outbox.put(EpochReport(self.last_epoch, record, restored=True))
+        self._kept = checkpoint.get("kept") if self.rank == 0 else None
+        return checkpoint["state"]
+
+    def finish(self) -> None:
+        """The fold function returned on this rank: check every rank did so after the same
+        epoch, then (rank 0) send the kept model, unless the run was asked to stop."""
+        payload = {"kind": "returned", "epoch": self.last_epoch}
+        self._enter(f"returned after epoch {self.last_epoch - 1}, waiting for the other ranks")
+        try:
+            peers = self.exchange.exchange(payload, timeout=RETURN_GRACE_S)
+        except PeersLate as late:
+            raise RankReturnedAlone(self._returned_alone(late)) from None
+        self._check_peers(peers)
+        if self.last_epoch == 0:
+            raise FoldContractError(
+                "train_fold returned without reporting an epoch: call "
+                "ctx.report(epoch, metric=value, ...) once per epoch"
+            )
+        self._enter("done")
+        if self.rank == 0 and self._kept is not None and self.stop_reason != "asked":
+            kept = self._kept
+            model = {
+                "task": self.job.task,
+                "params": self.job.params,
+                "fold": self.job.fold,
+                "epoch": kept.epoch,
+                "metrics": kept.metrics,
+                "state_dict": kept.state_dict,
+                **kept.extra,
+            }
+            self.outbox.put(SavedArtifact(ArtifactKind.MODEL, kept.epoch, _dumps(model)))
+
+    def _returned_alone(self, late: PeersLate) -> str:
+        """Why a rank that returned waited in vain for the others."""
+        others = []
+        for rank in late.missing:
+            said = late.last.get(rank)
+            where = f"its last report: epoch {said['epoch'] - 1}" if said else "it never reported"
+            others.append(f"rank {rank} ({where})")
+        return (
+            f"rank {self.rank} returned from train_fold after epoch {self.last_epoch - 1}, "
+            f"and {', '.join(others)} had not {RETURN_GRACE_S:g} s later: every rank reports "
+            "the same epochs, then returns (a rank still training, or waiting in a collective "
+            "this rank left)"
+        )
+
+    def status(self) -> str:
+        """Where this rank is, for a run that timed out."""
+        seconds = time.monotonic() - self._phase_since
+        after = f" (last report: epoch {self.last_epoch})" if self.last_epoch else ""
+        return f"{self._phase} for {seconds:.0f} s{after}"
+
+    def began(self) -> None:
+        """The fold function starts: its first epoch's clock starts now."""
+        self._epoch_began, self._epoch_began_wall = time.perf_counter(), time.time()
+        self._enter("in train_fold")
+
+    # -- inside -------------------------------------------------------------------------------
+
+    def _make_stopper(self) -> EarlyStopping | SmoothedStopping | None:
+        stopping = self.job.early_stopping
+        if stopping is None:
+            return None
+        return make_stopper(
+            stopping.rule,
+            direction=self.job.objective.direction.value,
+            patience=stopping.patience,
+            min_delta=stopping.min_delta,
+        )
+
+    def _enter(self, phase: str) -> None:
+        self._phase, self._phase_since = phase, time.monotonic()
+
+    def _exchange(self, payload: dict[str, Any], phase: str) -> list[dict[str, Any]]:
+        self._enter(phase)
+        return self.exchange.exchange(payload)
+
+    def _check(self, number: int, metrics: dict[str, Any]) -> tuple[dict[str, float], str | None]:
+        """The metrics as floats, and what is wrong with this report (None: nothing)."""
+        label = f"epoch {number - 1}"
+        if number <= self.last_epoch:
+            return {}, f"reported {label} after epoch {self.last_epoch - 1}: epochs must increase"
+        values: dict[str, float] = {}
+        for name, value in metrics.items():
+            if name in RESERVED_METRICS:
+                return {}, f"reported {name!r} at {label}: foldwise measures it itself"
+            number_value = _as_float(value)
+            if number_value is None:
+                kind = type(value).__name__
+                return {}, f"reported {name}={value!r:.60} ({kind}) at {label}: not a number"
+            if not math.isfinite(number_value):
+                return {}, f"{name} became {number_value} at {label}"
+            values[name] = number_value
+        metric = self.job.objective.metric
+        if metric not in values:
+            reported = ", ".join(sorted(values)) or "nothing"
+            return {}, (
+                f"the report of {label} lacks the objective metric {metric!r} (it holds "
+                f"{reported})"
+            )
+        return values, None
+
+    def _check_peers(self, peers: list[dict[str, Any]]) -> None:
+        """Raise on every rank alike when a rank's report was bad or the ranks disagree."""
+        for rank, peer in enumerate(peers):
+            problem = peer.get("problem")
+            if problem:
+                prefix = f"rank {rank} " if len(peers) > 1 else ""
+                error = TrainingDiverged if "became" in problem else FoldContractError
+                raise error(f"{prefix}{problem}")
+        places = [(p["kind"], p["epoch"]) for p in peers]
+        if len(set(places)) > 1:
+            where = ", ".join(
+                f"rank {rank} "
+                + (
+                    f"reported epoch {e - 1}"
+                    if kind == "report"
+                    else f"returned after epoch {e - 1}"
+                )
+                for rank, (kind, e) in enumerate(places)
+            )
+            raise FoldContractError(
+                f"the ranks are at different epochs: {where} (every rank reports every epoch "
+                "and returns after the same one)"
+            )
+
+
+def _epoch_number(epoch: Any) -> int:
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise TypeError(f"ctx.report's epoch is a whole number from 0, got {epoch!r}")
+    return epoch + 1
+
+
+def _as_float(value: Any) -> float | None:
+    if isinstance(value, bool | str | bytes) or value is None:
+        return None
+    if torch.is_tensor(value):
+        return float(value.detach().item()) if value.numel() == 1 else None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _measured(peers: list[dict[str, Any]]) -> dict[str, float]:
+    """What foldwise measured of the epoch: its start and length (the slowest rank's) and each
+    resource field's mean over the ranks that measured it."""
+    out = {
+        "epoch_start": min(p["began"] for p in peers),
+        "epoch_seconds": max(p["seconds"] for p in peers),
+    }
+    fields: dict[str, list[float]] = {}
+    for peer in peers:
+        for key, value in peer["usage"].items():
+            fields.setdefault(key, []).append(value)
+    out.update({key: sum(v) / len(v) for key, v in fields.items()})
+    return out
+
+
+def _unwrapped(model: nn.Module) -> nn.Module:
+    """The model inside a DistributedDataParallel wrapper."""
+    return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+
+
+def _dumps(obj: Any) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getvalue()

@@ -1,0 +1,192 @@
+"""A task's data as a fold reads it: lazily, sample by sample or batch by batch, never stacked.
+
+``load_task_data`` calls the task's ``load_data`` once per worker (the worker keeps it warm):
+``(X, y)`` arrays become an ``ArrayDataset`` whose batches are sliced in one go; a map-style
+``Dataset`` stays as it is, read per sample by the fold's ``DataLoader``, so random transforms
+run afresh every epoch. ``load_eval_data`` (optional) gives the same samples read for
+evaluation (no augmentation). The labels, needed for stratified folds, come from
+``load_targets``, the dataset's ``targets``/``labels``, or one pass over the samples.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset, DistributedSampler, Sampler, Subset
+
+from trainers.task import Task, TaskNotFound, takes_argument
+
+
+class ArrayDataset(Dataset):
+    """``(X, y)`` arrays as a Dataset; ``ArrayBatches`` reads its batches in one slice."""
+
+    def __init__(self, X: np.ndarray, y: np.ndarray, *, classify: bool) -> None:
+        floating = np.issubdtype(X.dtype, np.floating)
+        self.X = torch.as_tensor(X.astype(np.float32) if floating else X)
+        self.y = torch.as_tensor(y, dtype=torch.long if classify else torch.float32)
+        if not classify and self.y.ndim == 1:
+            self.y = self.y.unsqueeze(1)
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.X[index], self.y[index]
+
+
+class ArrayBatches(Dataset):
+    """An ArrayDataset, or a view of one through Subsets, whose items are whole batches: the
+    item of a list of indices is those samples, sliced at once (a DataLoader fed by a
+    BatchSampler skips the per-sample reads and the collate)."""
+
+    def __init__(self, dataset: Dataset) -> None:
+        indices: torch.Tensor | None = None
+        while isinstance(dataset, Subset):
+            level = torch.as_tensor(dataset.indices)
+            indices = level if indices is None else level[indices]
+            dataset = dataset.dataset
+        if not isinstance(dataset, ArrayDataset):
+            raise TypeError("ArrayBatches reads an ArrayDataset or Subsets of one")
+        self.base, self.indices = dataset, indices
+
+    def __len__(self) -> int:
+        return len(self.base) if self.indices is None else len(self.indices)
+
+    def __getitem__(self, batch: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        idx = torch.as_tensor(batch)
+        if self.indices is not None:
+            idx = self.indices[idx]
+        return self.base.X[idx], self.base.y[idx]
+
+
+def array_batches(dataset: Dataset) -> ArrayBatches | None:
+    """``dataset`` read a batch at a time, when it is (a view of) an ArrayDataset."""
+    try:
+        return ArrayBatches(dataset)
+    except TypeError:
+        return None
+
+
+@dataclass(frozen=True)
+class TaskData:
+    """The task's training set: ``dataset`` for training reads, ``eval_dataset`` (the same
+    samples, in the same order) for evaluation, and the labels (None for a regression task
+    whose dataset does not say them)."""
+
+    dataset: Dataset
+    eval_dataset: Dataset
+    targets: np.ndarray | None
+
+    def __len__(self) -> int:
+        return len(self.dataset)  # type: ignore[arg-type]
+
+
+def load_task_data(task: Task, options: dict[str, Any]) -> TaskData:
+    """The task's data as foldwise reads it (see the module docstring)."""
+    classify = task.kind == "classification"
+    data = _call_loader(task.obj.load_data, options)
+    if isinstance(data, Dataset):
+        dataset = data
+        targets = _targets(task, dataset, options, classify)
+    else:
+        X, y = _pair(task.name, data)
+        dataset, targets = ArrayDataset(X, y, classify=classify), y
+    size = _length(task.name, dataset)
+    if size == 0:
+        raise ValueError(f"task {task.name!r}: load_data returned no samples")
+    eval_dataset = dataset
+    loader = task.hook("load_eval_data")
+    if loader is not None:
+        eval_dataset = _call_loader(loader, options)
+        if not isinstance(eval_dataset, Dataset) or _length(task.name, eval_dataset) != size:
+            raise TaskNotFound(
+                f"task {task.name!r}: load_eval_data must give a Dataset of the same {size} "
+                "samples as load_data, in the same order"
+            )
+    if targets is not None and len(targets) != size:
+        raise TaskNotFound(
+            f"task {task.name!r}: {len(targets)} labels for {size} samples (load_targets)"
+        )
+    return TaskData(dataset, eval_dataset, targets)
+
+
+class EvalShardSampler(Sampler[int]):
+    """This rank's share of a dataset for evaluation: every ``world_size``-th sample from
+    ``rank``, so the ranks together read each sample exactly once (no padding)."""
+
+    def __init__(self, size: int, *, rank: int, world_size: int) -> None:
+        self.size, self.rank, self.world_size = size, rank, world_size
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.rank, self.size, self.world_size))
+
+    def __len__(self) -> int:
+        return max(0, math.ceil((self.size - self.rank) / self.world_size))
+
+
+def train_sampler(
+    size: int, *, rank: int, world_size: int, seed: int, shuffle: bool, drop_last: bool = False
+) -> DistributedSampler:
+    """One shuffle per epoch shared by all ranks, dealt out in turn; padded by repeating the
+    first few so every rank takes the same number of steps (an uneven last batch never
+    deadlocks). Set its epoch before each pass (``FoldContext.prepare_loader`` does)."""
+    return DistributedSampler(
+        range(size),  # type: ignore[arg-type]
+        num_replicas=world_size,
+        rank=rank,
+        shuffle=shuffle,
+        seed=seed,
+        drop_last=drop_last,
+    )
+
+
+def _call_loader(func: Any, options: dict[str, Any]) -> Any:
+    return func(options) if takes_argument(func) else func()
+
+
+def _pair(name: str, data: Any) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        X, y = data
+    except (TypeError, ValueError) as err:
+        raise TaskNotFound(
+            f"task {name!r}: load_data must return (X, y) or a torch Dataset, "
+            f"got {type(data).__name__}"
+        ) from err
+    X, y = np.asarray(X), np.asarray(y)
+    if len(X) != len(y):
+        raise TaskNotFound(f"task {name!r}: load_data gave {len(X)} samples but {len(y)} labels")
+    return X, y
+
+
+def _length(name: str, dataset: Dataset) -> int:
+    try:
+        return len(dataset)  # type: ignore[arg-type]
+    except TypeError as err:
+        raise TaskNotFound(f"task {name!r}: its Dataset needs __len__ ({err})") from err
+
+
+def _targets(
+    task: Task, dataset: Dataset, options: dict[str, Any], classify: bool
+) -> np.ndarray | None:
+    """The labels of a Dataset: ``load_targets``, else its ``targets``/``labels``, else (for
+    classification) read from every sample once."""
+    loader = task.hook("load_targets")
+    if loader is not None:
+        return np.asarray(_call_loader(loader, options))
+    for attr in ("targets", "labels"):
+        found = getattr(dataset, attr, None)
+        if found is not None and not callable(found):
+            return np.asarray(found)
+    if not classify:
+        return None
+    return np.asarray([_label(dataset[i]) for i in range(_length(task.name, dataset))])
+
+
+def _label(sample: Any) -> Any:
+    label = sample[1]
+    return label.item() if isinstance(label, torch.Tensor) else label

@@ -1,0 +1,191 @@
+"""Lightning tasks as a fold function: a LightningModule trained by a Lightning ``Trainer`` on
+every rank of the fold's DDP group, inside the process group foldwise made (DESIGN §6).
+
+The task gives ``build_module(params)`` (a LightningModule) and ``load_data``; its data reaches
+the Trainer as DataLoaders over the fold's views, or through ``build_datamodule(ctx)`` (a
+LightningDataModule for the fold). The Trainer joins foldwise's group through a cluster
+environment read from ``ctx`` (Lightning launches nothing); at the end of each training epoch
+(after validation) the metrics the module logged (``self.log``) are reported, the module is
+kept as the fold's model and a checkpoint saved; when racing, pruning or early stopping say
+stop, the Trainer stops. The module's own optimizers, schedulers and callbacks run unchanged;
+``trainer.precision`` and ``trainer.clip_grad_norm`` set the Trainer's.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.plugins.environments import ClusterEnvironment
+from lightning.pytorch.strategies import DDPStrategy
+
+from trainers.context import FoldContext
+from trainers.task import Task
+
+PRECISION = {"32": "32-true", "bf16": "bf16-mixed", "fp16": "16-mixed"}
+"""``trainer.precision`` as Lightning names it."""
+_NOT_A_NAME = re.compile(r"[^A-Za-z0-9_]")
+
+
+def train_lightning(ctx: FoldContext, task: Task) -> None:
+    """Fit ``task``'s module on ``ctx``'s fold for ``ctx.epochs`` epochs (or until stopped)."""
+    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+    module = task.obj.build_module(ctx.params)
+    datamodule_hook = task.hook("build_datamodule")
+    with tempfile.TemporaryDirectory(prefix="foldwise-lightning-") as workdir:
+        trainer = _trainer(ctx, workdir, own_sampler=datamodule_hook is not None)
+        resume = _resume_file(ctx, Path(workdir))
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", ".*does not have many workers.*")
+            warnings.filterwarnings("ignore", ".*sync_dist=True.*")
+            warnings.filterwarnings("ignore", ".*LeafSpec.*is deprecated.*")
+            if datamodule_hook is not None:
+                trainer.fit(module, datamodule=datamodule_hook(ctx), ckpt_path=resume)
+            else:
+                train, val = _loaders(ctx, task)
+                trainer.fit(module, train_dataloaders=train, val_dataloaders=val, ckpt_path=resume)
+
+
+class FoldEnvironment(ClusterEnvironment):
+    """The fold's DDP group as Lightning sees it: the ranks foldwise started, already joined."""
+
+    def __init__(self, ctx: FoldContext) -> None:
+        self.ctx = ctx
+
+    @property
+    def creates_processes_externally(self) -> bool:
+        return True
+
+    @property
+    def main_address(self) -> str:
+        return "127.0.0.1"  # unused: the process group exists before the Trainer starts
+
+    @property
+    def main_port(self) -> int:
+        return 0
+
+    @staticmethod
+    def detect() -> bool:
+        return False
+
+    def world_size(self) -> int:
+        return self.ctx.world_size
+
+    def set_world_size(self, size: int) -> None:
+        pass  # the fold's, not Lightning's to set
+
+    def global_rank(self) -> int:
+        return self.ctx.rank
+
+    def set_global_rank(self, rank: int) -> None:
+        pass
+
+    def local_rank(self) -> int:
+        return self.ctx.local_rank
+
+    def node_rank(self) -> int:
+        return 0
+
+
+class FoldDDPStrategy(DDPStrategy):
+    """DDP on this rank's device, sharding data over the fold's ranks."""
+
+    def __init__(self, ctx: FoldContext, **kwargs: Any) -> None:
+        super().__init__(
+            cluster_environment=FoldEnvironment(ctx),
+            parallel_devices=[ctx.device],
+            process_group_backend=ctx.job.backend,
+            **kwargs,
+        )
+        self._fold_device = ctx.device
+
+    @property
+    def root_device(self) -> torch.device:
+        return self._fold_device
+
+    @property
+    def distributed_sampler_kwargs(self) -> dict[str, Any]:
+        return {"num_replicas": self.world_size, "rank": self.global_rank}
+
+
+class _ReportEpochs(pl.Callback):
+    """At the end of each training epoch (after its validation): report what the module
+    logged, keep the module as the fold's model, checkpoint, and stop when told."""
+
+    def __init__(self, ctx: FoldContext) -> None:
+        self.ctx = ctx
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        ctx = self.ctx
+        ctx.report(trainer.current_epoch, **logged_metrics(trainer.callback_metrics))
+        ctx.save_model(module)
+        if ctx.should_stop():
+            trainer.should_stop = True
+        elif ctx.checkpoint_due:
+            ctx.save_checkpoint({"lightning": _dump(trainer)})
+
+
+def logged_metrics(metrics: dict[str, Any]) -> dict[str, float]:
+    """The scalars a module logged, under names a report takes ("val/acc" is "val_acc")."""
+    out = {}
+    for name, value in metrics.items():
+        if torch.is_tensor(value) and value.numel() != 1:
+            continue
+        out[_NOT_A_NAME.sub("_", name)] = float(value)
+    return out
+
+
+def _trainer(ctx: FoldContext, workdir: str, *, own_sampler: bool) -> pl.Trainer:
+    settings = ctx.trainer
+    return pl.Trainer(
+        accelerator="gpu" if ctx.device.type == "cuda" else "cpu",
+        devices=1,
+        strategy=FoldDDPStrategy(ctx),
+        max_epochs=ctx.epochs,
+        precision=PRECISION[settings.precision],
+        gradient_clip_val=settings.clip_grad_norm,
+        callbacks=[_ReportEpochs(ctx)],
+        use_distributed_sampler=own_sampler,
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=workdir,
+    )
+
+
+def _loaders(ctx: FoldContext, task: Task) -> tuple[Any, Any]:
+    """DataLoaders over the fold's views; validation shards with padding (as Lightning's
+    own sampler does) so ranks that sync what they log per step take as many steps."""
+    settings = ctx.trainer
+    options: dict[str, Any] = {"num_workers": settings.num_workers}
+    if settings.num_workers > 0:
+        options["persistent_workers"] = True
+    collate = task.hook("collate_fn")
+    if collate is not None:
+        options["collate_fn"] = collate
+    train = ctx.prepare_loader(ctx.train_dataset, ctx.batch_size, shuffle=True, **options)
+    val = ctx.prepare_loader(ctx.val_dataset, settings.val_batch_size, shuffle=False, **options)
+    return train, val
+
+
+def _dump(trainer: pl.Trainer) -> dict[str, Any]:
+    """The Trainer's checkpoint (module, optimizers, schedulers, loops) as a dict."""
+    return trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
+
+
+def _resume_file(ctx: FoldContext, workdir: Path) -> str | None:
+    """A retried attempt's Lightning checkpoint, written where ``Trainer.fit`` reads it."""
+    state = ctx.load_checkpoint()
+    if state is None:
+        return None
+    path = workdir / "resume.ckpt"
+    torch.save(state["lightning"], path)
+    return str(path)

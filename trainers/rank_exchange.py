@@ -1,0 +1,110 @@
+"""Small messages between the ranks of a fold run, through its rendezvous store, not a collective.
+
+At each report every rank says where it is (reporting epoch e, or returned from its fold
+function) and learns where the others are. A collective would pair up with whatever collective
+a peer is in instead (a rank that skipped one of the user's), and gloo aborts the process when
+their sizes differ; a key-value exchange cannot mismatch, so a rank that went astray is named.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+import torch.distributed as dist
+
+FAILED = "foldwise/failed"
+POLL = timedelta(seconds=1)
+"""How often a rank waiting for its peers checks whether its run was abandoned."""
+
+
+class RunAbandoned(Exception):
+    """The fold run was abandoned by its caller while this rank waited (it was cancelled)."""
+
+
+class PeerFailed(RuntimeError):
+    """Another rank's fold function raised while this rank waited for it at a report."""
+
+
+class PeersLate(TimeoutError):
+    """Some ranks did not reach an exchange in time; ``last`` is what each said last."""
+
+    def __init__(self, missing: list[int], last: dict[int, dict[str, Any]]) -> None:
+        super().__init__(f"ranks {missing} did not answer")
+        self.missing, self.last = missing, last
+
+
+class RankExchange:
+    """Every rank's payload, on every rank: ``exchange`` returns them in rank order.
+
+    The n-th exchange of every rank meets the n-th of the others, whatever each says, so
+    ranks that disagree about where they are learn it at once.
+    """
+
+    def __init__(
+        self, store: dist.Store | None, *, rank: int, world_size: int, abandoned: threading.Event
+    ) -> None:
+        if store is None and world_size > 1:
+            raise ValueError("several ranks need the run's store to exchange messages")
+        self.store, self.rank, self.world_size = store, rank, world_size
+        self.abandoned = abandoned
+        self._count = 0
+
+    def exchange(
+        self, payload: dict[str, Any], *, timeout: float | None = None
+    ) -> list[dict[str, Any]]:
+        """Send ``payload`` (JSON-able) and wait for the others' of the same exchange; after
+        ``timeout`` seconds, ``PeersLate`` says who is missing and where they were last."""
+        if self.world_size == 1 or self.store is None:
+            return [payload]
+        tag = f"foldwise/exchange/{self._count}"
+        self._count += 1
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self.store.set(f"{tag}/{self.rank}", json.dumps(payload))
+        keys = [f"{tag}/{r}" for r in range(self.world_size)]
+        while True:
+            if self.abandoned.is_set():
+                raise RunAbandoned("the fold run was abandoned")
+            try:
+                self.store.wait(keys, POLL)
+                break
+            except dist.DistStoreError as err:
+                if "timeout" not in str(err).lower() and "wait" not in str(err).lower():
+                    raise
+            self._raise_if_a_peer_failed()
+            if deadline is not None and time.monotonic() > deadline:
+                raise self._late(keys)
+        return [json.loads(value) for value in self.store.multi_get(keys)]
+
+    def _late(self, keys: list[str]) -> PeersLate:
+        missing = [r for r, key in enumerate(keys) if not self.store.check([key])]
+        last: dict[int, dict[str, Any]] = {}
+        if self._count >= 2:
+            previous = f"foldwise/exchange/{self._count - 2}"
+            for rank in missing:
+                with contextlib.suppress(Exception):
+                    last[rank] = json.loads(self.store.get(f"{previous}/{rank}"))
+        return PeersLate(missing, last)
+
+    def fail(self, error: BaseException) -> None:
+        """Tell the other ranks this rank's fold function raised ``error`` (best effort), so
+        those waiting for it at a report stop waiting."""
+        if self.world_size == 1 or self.store is None:
+            return
+        lines = str(error).strip().splitlines()
+        text = f"{type(error).__name__}: {lines[0] if lines else ''}"
+        try:
+            self.store.set(f"{FAILED}/{self.rank}", text[:500])
+        except Exception:  # the store went with rank 0: the peers learn it from the store
+            pass
+
+    def _raise_if_a_peer_failed(self) -> None:
+        for rank in range(self.world_size):
+            key = f"{FAILED}/{rank}"
+            if rank != self.rank and self.store.check([key]):
+                said = self.store.get(key).decode(errors="replace")
+                raise PeerFailed(f"rank {rank} failed ({said}) while rank {self.rank} waited")

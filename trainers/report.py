@@ -1,0 +1,62 @@
+"""What a fold run sends back while it trains: one report per epoch, and what rank 0 saved.
+
+A fold run is a stream of these values (DESIGN §6): an ``EpochReport`` for each epoch (the
+task's metrics, apart from the flags that say how the epoch counts) and a ``SavedArtifact``
+whenever rank 0 keeps a checkpoint or the fold's model. Plain values that import neither torch
+nor Ray, so the service reads them without loading either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+CHECKPOINT_FILE = "checkpoint.pt"
+"""Latest training state of a running fold; removed once the fold's model is saved."""
+MODEL_FILE = "model.pt"
+"""The fold's trained model: {task, params, fold, epoch, metrics, state_dict, ...}."""
+
+MEASURED_METRICS = ("epoch_start", "epoch_seconds", "cpu_percent", "rss_mb")
+"""What foldwise measures of every epoch, whatever loop trains it (mean over the ranks)."""
+GPU_METRICS = ("gpu_mem_mb", "gpu_util_percent")
+"""Measured as well on ranks that train on a GPU."""
+RESERVED_METRICS = frozenset({"epoch", *MEASURED_METRICS, *GPU_METRICS})
+"""Names a task may not report: foldwise fills them in."""
+
+
+@dataclass(frozen=True)
+class EpochReport:
+    """One epoch of a fold run, as rank 0 reported it.
+
+    ``epoch`` counts from 1. ``metrics`` are what the task reported and what foldwise measured
+    (``MEASURED_METRICS``). ``restored``: replayed from an earlier attempt's checkpoint (trained
+    then, not now). ``stopped``: the run was told to stop (racing, pruning or the study) and
+    ends after this epoch, which counts for nothing.
+    """
+
+    epoch: int
+    metrics: dict[str, float]
+    restored: bool = False
+    stopped: bool = False
+
+
+class ArtifactKind(StrEnum):
+    CHECKPOINT = "checkpoint"
+    MODEL = "model"
+
+
+@dataclass(frozen=True)
+class SavedArtifact:
+    """A checkpoint or the fold's model, saved by rank 0 after its report of ``epoch``."""
+
+    kind: ArtifactKind
+    epoch: int
+    data: bytes = field(repr=False)
+
+    @property
+    def file_name(self) -> str:
+        return CHECKPOINT_FILE if self.kind is ArtifactKind.CHECKPOINT else MODEL_FILE
+
+
+FoldEvent = EpochReport | SavedArtifact
+"""What a fold run's stream carries."""
