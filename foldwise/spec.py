@@ -460,7 +460,7 @@ class StudySpec(_Strict):
                     f"{name} here sets trainer.{name} for each trial: it must be an int "
                     f"parameter (or choices of whole numbers) within [{low}, {high}]"
                 )
-                raise _space_error((name,), message)
+                raise _spec_error(("space", name), message)
         return self
 
     @model_validator(mode="after")

@@ -123,19 +123,7 @@ class _BuiltinLoop:
         return float(loss_sum.item()), float(samples)
 
     def _step(self, factor: float) -> None:
-        """The optimizer's step at ``factor`` times the rates it holds, which are put back."""
-        groups = self.optimizer.param_groups
-        own = [group["lr"] for group in groups]
-        for group, lr in zip(groups, own, strict=True):
-            group["lr"] = lr * factor
-        if self.scaler is not None:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            self.optimizer.step()
-        for group, lr in zip(groups, own, strict=True):
-            group["lr"] = lr
-        self.last_lr = float(own[0]) * factor
+        self.last_lr = step_scaled(self.optimizer, factor, self.scaler)
 
     @torch.no_grad()
     def _validate(self) -> list[float]:
@@ -231,6 +219,25 @@ class _BuiltinLoop:
             self.scheduler.load_state_dict(state["scheduler"])
         if self.scaler is not None and "scaler" in state:
             self.scaler.load_state_dict(state["scaler"])
+
+
+def step_scaled(
+    optimizer: torch.optim.Optimizer, factor: float, scaler: torch.amp.GradScaler | None = None
+) -> float:
+    """The optimizer's step at ``factor`` times the rates its groups hold, which are put back
+    after (so a scheduler keeps working on its own values); the first group's rate used."""
+    groups = optimizer.param_groups
+    own = [group["lr"] for group in groups]
+    for group, lr in zip(groups, own, strict=True):
+        group["lr"] = lr * factor
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    for group, lr in zip(groups, own, strict=True):
+        group["lr"] = lr
+    return float(own[0]) * factor
 
 
 def _optimizer(task: Task, model: nn.Module, ctx: FoldContext) -> torch.optim.Optimizer:

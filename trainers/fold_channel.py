@@ -33,8 +33,9 @@ from trainers.report import (
 )
 
 RETURN_GRACE_S = 60.0
-"""How long a rank whose fold function returned waits for the others to return too: they
-report the same epochs, so only what follows their last report is left to them."""
+"""How long a rank whose fold function returned waits for the others to return too (or a
+quarter of ``trainer.fold_timeout``, when shorter): they report the same epochs, so only what
+follows their last report is left to them."""
 
 
 class FoldContractError(RuntimeError):
@@ -207,7 +208,7 @@ class FoldChannel:
         payload = {"kind": "returned", "epoch": self.last_epoch}
         self._enter(f"returned after epoch {self.last_epoch - 1}, waiting for the other ranks")
         try:
-            peers = self.exchange.exchange(payload, timeout=RETURN_GRACE_S)
+            peers = self.exchange.exchange(payload, timeout=self._return_grace)
         except PeersLate as late:
             raise RankReturnedAlone(self._returned_alone(late)) from None
         self._check_peers(peers)
@@ -239,10 +240,14 @@ class FoldChannel:
             others.append(f"rank {rank} ({where})")
         return (
             f"rank {self.rank} returned from train_fold after epoch {self.last_epoch - 1}, "
-            f"and {', '.join(others)} had not {RETURN_GRACE_S:g} s later: every rank reports "
+            f"and {', '.join(others)} had not {self._return_grace:g} s later: every rank reports "
             "the same epochs, then returns (a rank still training, or waiting in a collective "
             "this rank left)"
         )
+
+    @property
+    def _return_grace(self) -> float:
+        return min(RETURN_GRACE_S, self.job.trainer.fold_timeout / 4)
 
     def status(self) -> str:
         """Where this rank is, for a run that timed out."""

@@ -549,3 +549,45 @@ def test_true_and_1_are_distinct_choices(doc) -> None:
     doc["space"]["act"]["choices"] = [True, 1, False, 0, "1"]
     doc["space"]["width_2"]["when"] = {"act": [1, True]}
     assert StudySpec.model_validate(doc).space["act"].choices == [True, 1, False, 0, "1"]
+
+
+@pytest.mark.parametrize(
+    "param",
+    [
+        {"type": "int", "low": 16, "high": 128, "log": True},
+        {"type": "categorical", "choices": [16, 32, 64]},
+    ],
+)
+def test_batch_size_and_epochs_may_be_searched(doc, param):
+    doc["space"]["batch_size"] = param
+    doc["space"]["epochs"] = {"type": "int", "low": 1, "high": 5}
+    spec = StudySpec.model_validate(doc)
+    trainer = spec.trainer.for_trial({"batch_size": 32, "epochs": 2, "lr": 0.1})
+    assert (trainer.batch_size, trainer.epochs) == (32, 2)
+    assert (spec.trainer.batch_size, spec.trainer.epochs) == (64, 10)  # the default stays
+
+
+@pytest.mark.parametrize(
+    ("name", "param"),
+    [
+        ("batch_size", {"type": "float", "low": 16, "high": 128}),
+        ("batch_size", {"type": "int", "low": 0, "high": 8}),
+        ("batch_size", {"type": "categorical", "choices": [16, "big"]}),
+        ("epochs", {"type": "categorical", "choices": [1.5, 2]}),
+        ("epochs", {"type": "int", "low": 1, "high": 1_000_000}),
+    ],
+)
+def test_a_searched_trainer_setting_must_take_values_it_can(doc, name, param):
+    doc["space"][name] = param
+    assert_rejected(doc, ("space", name), f"sets trainer.{name} for each trial")
+
+
+def test_precision_names_and_fp16_needs_a_gpu(doc):
+    doc["trainer"]["precision"] = 32  # YAML's number
+    assert StudySpec.model_validate(doc).trainer.precision == "32"
+    doc["trainer"]["precision"] = "fp16"
+    assert_rejected(doc, ("trainer", "precision"), "fp16 needs a GPU")
+    doc["resources"]["gpus_per_worker"] = 1
+    assert StudySpec.model_validate(doc).trainer.precision == "fp16"
+    doc["trainer"]["precision"] = "fp8"
+    assert errors_of(doc)[0]["loc"] == ("trainer", "precision")

@@ -1,0 +1,62 @@
+"""Submit-time checks of how a task trains: the objective among what its loop reports, and no
+trainer setting its loop would ignore (a 422 naming the field, nothing stored)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.service.conftest import signed_in_client
+from tests.service.study_specs import study_spec
+
+OWN = "tests.user_tasks.own_loop"
+
+
+def _spec(task: str, metric: str, **trainer: Any) -> dict[str, Any]:
+    return study_spec(
+        objective={"metric": metric, "direction": "maximize"},
+        trainer={"task": task, "epochs": 1, "batch_size": 32, **trainer},
+    )
+
+
+@pytest.fixture
+def api(database_url: str):
+    with signed_in_client(database_url, task_modules=["tests.user_tasks", "examples"]) as client:
+        yield client
+
+
+def test_an_own_loops_declared_metric_may_be_the_objective(api) -> None:
+    response = api.post("/studies", json=_spec(OWN, "train_noise"))
+    assert response.status_code == 201, response.text
+    assert response.json()["spec"]["objective"]["metric"] == "train_noise"
+
+
+def test_a_metric_an_own_loop_does_not_declare_is_refused_with_what_it_does(api) -> None:
+    response = api.post("/studies", json=_spec(OWN, "val_f1"))
+    assert response.status_code == 422
+    [error] = response.json()["detail"]
+    assert error["loc"] == ["body", "objective", "metric"]
+    assert "reports val_loss, val_accuracy, train_noise, train_loss, epoch_start" in error["msg"]
+    assert api.get("/studies").json()["count"] == 0
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("clip_grad_norm", 1.0), ("precision", "bf16"), ("num_workers", 2), ("val_batch_size", 64)],
+)
+def test_a_built_in_loop_setting_given_to_an_own_loop_is_refused(api, setting, value) -> None:
+    response = api.post("/studies", json=_spec(OWN, "val_accuracy", **{setting: value}))
+    assert response.status_code == 422
+    [error] = response.json()["detail"]
+    assert error["loc"] == ["body", "trainer", setting]
+    assert "its own train_fold" in error["msg"] and "trainer.options" in error["msg"]
+    assert api.get("/studies").json()["count"] == 0
+
+
+def test_the_same_settings_reach_the_built_in_loop_and_lightning(api) -> None:
+    settings = {"clip_grad_norm": 1.0, "precision": "bf16", "num_workers": 1}
+    builtin = api.post("/studies", json=_spec("digits_mlp", "val_accuracy", **settings))
+    assert builtin.status_code == 201, builtin.text
+    lightning = _spec("examples.tasks.lightning_digits", "val_acc", **settings)
+    assert api.post("/studies", json=lightning).status_code == 201
