@@ -29,12 +29,12 @@ from trainers.job import FoldJob
 from trainers.objective import fold_value
 from trainers.rank_exchange import PeerFailed, RunAbandoned
 from trainers.report import RESERVED_METRICS, EpochReport
-from trainers.task import BUILTIN_LOOP_METRICS, BUILTIN_TASKS, Loop, Task, TaskNotFound
-from trainers.task import resolve_task as _resolve_task
+from trainers.task import BUILTIN_TASKS, Loop, Task, TaskNotFound, resolve_task
 
 DEVICES = ("cpu", "cuda")
-QUIET_METRICS = frozenset({*RESERVED_METRICS, *BUILTIN_LOOP_METRICS[3:]})
-"""Timings and resource use, left out of an epoch's line (its time is shown apart)."""
+BUILTIN_TIMINGS = frozenset({"train_seconds", "val_seconds", "samples_per_second"})
+"""What the built-in loop reports of its own speed: left out of an epoch's line, as what
+foldwise measures is (the epoch's time is shown apart)."""
 PEER_GRACE_S = 10.0
 """How long the other ranks have to end once one failed, before they are terminated."""
 _OURS = (FoldContractError, RankReturnedAlone, PeerFailed, RunAbandoned)
@@ -89,7 +89,7 @@ def prepare_check(
     loop). Nothing is trained yet; ``CheckFailed`` says what would stop a study at once."""
     params = dict(params or {})
     try:
-        task = _resolve_task(name)
+        task = resolve_task(name)
     except TaskNotFound as err:
         raise CheckFailed(str(err)) from err
     _check_device(device, workers)
@@ -154,7 +154,7 @@ def run_check(check: TaskCheck, *, num_threads: int | None = None) -> Iterator[E
     except _RankError as err:
         raise CheckFailed(_failed(check, reported, err.line)) from None
     except Exception as err:
-        raise CheckFailed(_failed(check, reported, describe_error(err, check.task))) from err
+        raise CheckFailed(_failed(check, reported, describe_error(err, check.task.name))) from err
 
 
 def summarize(check: TaskCheck, reports: Sequence[EpochReport]) -> CheckSummary:
@@ -187,13 +187,14 @@ def summarize(check: TaskCheck, reports: Sequence[EpochReport]) -> CheckSummary:
     )
 
 
-def shown_metrics(report: EpochReport) -> dict[str, float]:
+def shown_metrics(check: TaskCheck, report: EpochReport) -> dict[str, float]:
     """What an epoch's line shows: the metrics the task reported, without the timings and
     resource use foldwise measures (the epoch's time is shown apart)."""
-    return {k: v for k, v in report.metrics.items() if k not in QUIET_METRICS}
+    quiet = RESERVED_METRICS | (BUILTIN_TIMINGS if check.task.loop is Loop.BUILTIN else set())
+    return {k: v for k, v in report.metrics.items() if k not in quiet}
 
 
-def describe_error(err: BaseException, task: Task) -> str:
+def describe_error(err: BaseException, task_name: str) -> str:
     """``err`` in one line: foldwise's own contract errors as they are, the user's code's as
     ``Type: message`` with the line of the task's code that raised it, when there is one."""
     lines = [line for line in str(err).strip().splitlines() if line.strip()]
@@ -201,7 +202,7 @@ def describe_error(err: BaseException, task: Task) -> str:
     if isinstance(err, _OURS):
         return message
     text = f"{type(err).__name__}: {message}" if message else type(err).__name__
-    where = _task_frame(err, task)
+    where = _task_frame(err, task_name)
     return f"{text} ({where})" if where else text
 
 
@@ -244,7 +245,7 @@ def _run_spawned(check: TaskCheck, num_threads: int | None) -> Iterator[EpochRep
     events = mp.get_context("spawn").SimpleQueue()
     ranks = mp.start_processes(
         _rank_main,
-        args=(check, free_port(), num_threads, events),
+        args=(check.job, check.device, free_port(), num_threads, events),
         nprocs=world,
         join=False,
         start_method="spawn",
@@ -273,24 +274,23 @@ def _run_spawned(check: TaskCheck, num_threads: int | None) -> Iterator[EpochRep
 
 
 def _rank_main(
-    rank: int, check: TaskCheck, port: int, num_threads: int | None, events: Any
+    rank: int, job: FoldJob, device: str, port: int, num_threads: int | None, events: Any
 ) -> None:
     """One spawned rank: run the fold, send rank 0's reports and this rank's end."""
-    device = f"cuda:{rank}" if check.device == "cuda" else "cpu"
     try:
         for event in run_fold(
-            check.job,
+            job,
             rank=rank,
             master_addr="127.0.0.1",
             master_port=port,
             num_threads=num_threads,
-            device=device,
+            device=f"cuda:{rank}" if device == "cuda" else "cpu",
         ):
             if isinstance(event, EpochReport):
                 events.put(("report", rank, event))
     except Exception as err:
         echo = isinstance(err, PeerFailed | RunAbandoned)
-        events.put(("error", rank, (f"rank {rank}: {describe_error(err, check.task)}", echo)))
+        events.put(("error", rank, (f"rank {rank}: {describe_error(err, job.task)}", echo)))
         return  # exit code 0: a rank that exits otherwise died without a word
     events.put(("done", rank, None))
 
@@ -345,9 +345,9 @@ def _failed(check: TaskCheck, reported: int, line: str) -> str:
     return f"task {check.task.name!r} failed {when}: {line}"
 
 
-def _task_frame(err: BaseException, task: Task) -> str | None:
+def _task_frame(err: BaseException, task_name: str) -> str | None:
     """Where in the task's own files (its module's folder) ``err`` was raised, innermost."""
-    module = sys.modules.get(BUILTIN_TASKS.get(task.name, task.name).partition(":")[0])
+    module = sys.modules.get(BUILTIN_TASKS.get(task_name, task_name).partition(":")[0])
     file = getattr(module, "__file__", None)
     if not file:
         return None
