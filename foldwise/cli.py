@@ -21,6 +21,7 @@ from typer.core import TyperGroup
 
 from foldwise import __version__, cli_output, cli_render
 from foldwise.cli_output import console, err_console, fail, fail_without_server, program_name
+from foldwise.cli_task import task_app
 from foldwise.cli_tokens import token_app
 from foldwise.client import DEFAULT_URL, MAX_POLL_SECONDS, TRIAL_SORT, Client, Study
 from foldwise.errors import FoldwiseError
@@ -46,6 +47,7 @@ app = typer.Typer(
 db_app = typer.Typer(help="Manage the service's database.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(token_app, name="token")
+app.add_typer(task_app, name="task")
 
 UrlOption = Annotated[
     str | None,

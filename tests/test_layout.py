@@ -19,7 +19,8 @@ FORBIDDEN = {
     "trainers": {"service", "optimizers", "fastapi", "sqlalchemy", "ray"},
 }
 # foldwise's CLI may start the service, but only from inside a command, never at import time.
-LAZY_ALLOWED = {("foldwise", "service")}
+# ``foldwise task check`` runs the user's task here, with the trainers of the [server] extra.
+LAZY_ALLOWED = {("foldwise", "service"), ("foldwise", "trainers")}
 # foldwise/integrations/ puts the optimizers into other tools' search loops (Ray Tune's Searcher),
 # so it is the one place that bridges foldwise, the optimizers and Ray. It ships in the foldwise
 # namespace for users to import (``foldwise.integrations.tune``), but nothing else in foldwise
