@@ -42,6 +42,11 @@ MAX_WARM_START_OBSERVATIONS = 10_000
 """Finished trials of earlier studies a warm start keeps (the best half and the most recently
 finished rest): what the GP conditions on at most is 1,000, and they are copied into the new
 study."""
+MAX_TASK_CODE_BYTES = 50 * 2**20
+"""Size of a user task's top-level package (its files, without caches and dot-files): it is
+copied at submit, kept for the study and sent to every node that runs one of its folds."""
+MAX_TASK_CODE_FILES = 10_000
+"""Files in a user task's top-level package, for the same reason."""
 
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 """A parameter's name: an ASCII Python identifier (it becomes a keyword in user code)."""

@@ -134,6 +134,7 @@ async def _start_scheduler(
 ) -> tuple[object, Scheduler]:
     from service.artifact_store import artifact_store
     from service.executor import RayExecutor
+    from service.task_code import CodeCache
 
     executor = RayExecutor(
         address=settings.ray_address,
@@ -141,6 +142,7 @@ async def _start_scheduler(
         max_idle_groups=settings.max_idle_worker_groups,
         task_modules=settings.task_modules,
         artifacts=artifact_store(settings.artifact_dir),
+        code_cache=CodeCache(settings.code_cache_dir),
     )
     await executor.start()
     scheduler = Scheduler(store, executor, lease, poll_seconds=settings.poll_seconds)

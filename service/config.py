@@ -52,6 +52,11 @@ class Settings(BaseSettings):
         description="Where fold checkpoints and models are kept: a local directory or an fsspec "
         "URL (s3://bucket/prefix); only the service writes there, workers send through Ray",
     )
+    code_cache_dir: str = Field(
+        "./foldwise-code",
+        description="Where this instance unpacks the task code studies run (a folder per "
+        "content hash, kept in the artifact store) for Ray to send to the workers",
+    )
     api_db_connections: int = Field(
         32, ge=1, le=256, description="Database work the API runs at once (its pool's size)"
     )
@@ -91,7 +96,7 @@ class Settings(BaseSettings):
         15.0, ge=2, le=600, description="How long the scheduling instance's lease lasts unrenewed"
     )
 
-    @field_validator("artifact_dir", mode="before")
+    @field_validator("artifact_dir", "code_cache_dir", mode="before")
     @classmethod
     def _path_as_text(cls, value: Any) -> Any:
         return os.fspath(value) if isinstance(value, os.PathLike) else value

@@ -1,10 +1,11 @@
 """Checks of a submitted spec that need the server side: the task must be one this service
-permits and report the objective metric, the optimizer must accept its options, and one fold
-must fit the cluster."""
+permits, small enough to ship, and report the objective metric, the optimizer must accept its
+options, and one fold must fit the cluster."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi.exceptions import RequestValidationError
@@ -13,26 +14,37 @@ from foldwise.spec import StudySpec, TrainerSpec
 from optimizers.base import OptionError
 from service.cluster_fit import NodeCapacity, fold_fit_problem
 from service.study_optimizer import build_optimizer
-from service.task_policy import task_choices, task_name_problem, task_profile
-from trainers.task import Loop, TaskNotFound, TaskProfile
+from service.task_code import CodeCache, CodeSnapshot, TaskCodeError, snapshot_task
+from service.task_policy import Describe, task_choices, task_name_problem, task_profile
+from trainers.task import Loop, TaskNotFound
 
 
 def check_runnable(
     spec: StudySpec,
     *,
     task_modules: Sequence[str] = (),
-    describe: Callable[[str], TaskProfile] | None = None,
+    describe: Describe | None = None,
     nodes: Sequence[NodeCapacity] = (),
-) -> None:
+    code_cache: CodeCache | None = None,
+) -> CodeSnapshot | None:
     """Raise a 422 naming the field when the study could not run. ``task_modules``: packages
     whose modules may be tasks; ``describe``: a user task's profile, found in a worker (else
-    in a subprocess); ``nodes``: the cluster's (empty: not known, so not checked). Blocking."""
+    in a subprocess); ``nodes``: the cluster's (empty: not known, so not checked). With a
+    ``code_cache``, a user task's package is copied as it is now (``service.task_code``), and
+    that copy is what is checked and returned, for the study to run. Blocking."""
     name = spec.trainer.task
     problem = task_name_problem(name, task_modules)
     if problem is not None:
         raise _invalid(("trainer", "task"), problem, name)
+    snapshot = code = None
+    if code_cache is not None:
+        try:
+            snapshot = snapshot_task(name, [os.getcwd()])
+            code = None if snapshot is None else code_cache.unpack(snapshot)
+        except (TaskCodeError, OSError) as exc:
+            raise _invalid(("trainer", "task"), str(exc), name) from exc
     try:
-        profile = task_profile(name, describe)
+        profile = task_profile(name, describe, code)
     except TaskNotFound as exc:
         message = f"{exc}; {task_choices(task_modules)}"
         raise _invalid(("trainer", "task"), message, name) from exc
@@ -66,6 +78,7 @@ def check_runnable(
         raise _invalid(("optimizer", "options", exc.name), str(exc), value) from exc
     except (ValueError, TypeError, OverflowError) as exc:
         raise _invalid(("optimizer", "options"), str(exc), spec.optimizer.options) from exc
+    return snapshot
 
 
 LOOP_SETTINGS = ("precision", "clip_grad_norm", "num_workers", "val_batch_size")

@@ -46,15 +46,20 @@ def task_choices(allowed: Sequence[str]) -> str:
     return f"the built-in tasks are {builtins}, and custom tasks are {custom}"
 
 
-def task_profile(name: str, remote: Callable[[str], TaskProfile] | None) -> TaskProfile:
+Describe = Callable[[str, Path | None], TaskProfile]
+"""A user task's profile from its name and its code (a snapshot's unpacked package, or None)."""
+
+
+def task_profile(name: str, remote: Describe | None, code: Path | None = None) -> TaskProfile:
     """What task ``name`` (permitted) is: its kind, loop and metrics. A built-in is ours, read
-    here; a user's is described by ``remote`` (in a Ray worker), else in a subprocess.
-    ``TaskNotFound`` if it cannot be loaded."""
+    here; a user's is described from ``code`` (its package's snapshot, when it has one) by
+    ``remote`` (in a Ray worker), else in a subprocess. ``TaskNotFound`` if it cannot be
+    loaded."""
     if name in BUILTIN_TASKS:
         return resolve_task(name).profile()
     if remote is not None:
-        return remote(name)
-    return describe_in_subprocess(name)
+        return remote(name, code)
+    return describe_in_subprocess(name, code=code)
 
 
 def scrubbed_environment() -> dict[str, str]:
@@ -63,16 +68,20 @@ def scrubbed_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("FOLDWISE_")}
 
 
-def describe_in_subprocess(name: str, timeout: float = DESCRIBE_TIMEOUT_S) -> TaskProfile:
-    """The task's profile, found by importing it in a new Python process; ``TaskNotFound``
-    with the reason it gave when it cannot be loaded."""
+def describe_in_subprocess(
+    name: str, timeout: float = DESCRIBE_TIMEOUT_S, *, code: Path | None = None
+) -> TaskProfile:
+    """The task's profile, found by importing it in a new Python process (from ``code``, the
+    unpacked snapshot of its package, when given); ``TaskNotFound`` with the reason it gave
+    when it cannot be loaded."""
     env = scrubbed_environment()
-    env["PYTHONPATH"] = os.pathsep.join(
-        dict.fromkeys(p for p in (os.getcwd(), str(REPO_ROOT), env.get("PYTHONPATH")) if p)
-    )
+    first = None if code is None else str(code.parent)
+    paths = (first, os.getcwd(), str(REPO_ROOT), env.get("PYTHONPATH"))
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # the snapshot's folder stays as it was unpacked
     try:
-        done = subprocess.run(
-            [sys.executable, "-c", _DESCRIBE, name],
+        done = subprocess.run(  # -P: not the working directory first, ahead of the snapshot
+            [sys.executable, "-P", "-c", _DESCRIBE, name],
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -28,6 +28,8 @@ class FoldJob:
     With ``artifact_key`` (where the fold's files live), rank 0 sends a checkpoint every
     ``trainer.checkpoint_every`` epochs and the fold's model at its end; ``resume`` (a retried
     attempt) continues from the checkpoint its caller hands it. ``trial_key`` labels logs.
+    ``code_hash`` names the snapshot of the task's package the study runs (None: a built-in
+    task, or code the workers have installed); the executor gives the workers that code.
     """
 
     trainer: TrainerSpec
@@ -43,6 +45,7 @@ class FoldJob:
     artifact_key: str | None = None
     resume: bool = False
     monitor: bool = True
+    code_hash: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.fold < self.folds:
@@ -60,6 +63,7 @@ class FoldJob:
         trial_key: str = "",
         artifact_key: str | None = None,
         resume: bool = False,
+        code_hash: str | None = None,
     ) -> FoldJob:
         """Fold ``fold`` of the trial with ``params`` in the study ``spec``."""
         return cls(
@@ -75,6 +79,7 @@ class FoldJob:
             trial_key=trial_key,
             artifact_key=artifact_key,
             resume=resume,
+            code_hash=code_hash,
         )
 
     @property

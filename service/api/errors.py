@@ -122,6 +122,7 @@ _DESCRIPTIONS = {
     409: "The study is still running",
     413: "The body is larger than the service accepts (FOLDWISE_MAX_BODY_BYTES)",
     415: "The body is not sent as application/json, or in a content coding (gzip)",
+    503: "A store the service needs did not answer (the artifact store, for a task's code)",
 }
 
 

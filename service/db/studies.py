@@ -17,8 +17,17 @@ from service.db.models import StudyRow, TrialRow, utcnow
 ACTIVE = (StudyStatus.QUEUED, StudyStatus.RUNNING)
 
 
-def create_study(session: Session, spec: StudySpec, *, owner: str | None = None) -> StudyRow:
-    study = StudyRow(name=spec.name, status=StudyStatus.QUEUED, spec=spec.resolved(), owner=owner)
+def create_study(
+    session: Session, spec: StudySpec, *, owner: str | None = None, code_hash: str | None = None
+) -> StudyRow:
+    """A queued study of ``spec``; ``code_hash`` names the snapshot of its task's package."""
+    study = StudyRow(
+        name=spec.name,
+        status=StudyStatus.QUEUED,
+        spec=spec.resolved(),
+        owner=owner,
+        code_hash=code_hash,
+    )
     session.add(study)
     session.flush()
     return study

@@ -1,8 +1,11 @@
-"""A warm pool of DDP worker groups, keyed by shape (DESIGN §7, research/ray.md design (c)).
+"""A warm pool of DDP worker groups, keyed by shape and task code (DESIGN §7, research/ray.md
+design (c)).
 
 A group is one placement group plus one DDPWorker actor per rank. A new actor pays a Python + torch
 start (seconds); a reused one starts the next fold in well under a second. Idle groups hold their
 resources, so when a new placement group cannot be placed the oldest idle groups are evicted.
+A group's workers import one snapshot of task code (``TaskCode``) for their whole life, so a
+group only runs folds of studies with that snapshot.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import ray
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from service.executor.code_shipping import code_runtime_env
 from service.executor.worker import DDPWorker
 
 log = logging.getLogger(__name__)
@@ -30,6 +34,15 @@ EVICT_AFTER_S = 1.0
 """How long a new placement group may stay pending before an idle group is evicted for it."""
 
 
+@dataclass(frozen=True)
+class TaskCode:
+    """A snapshot of task code (``service.task_code``) by its hash, and its unpacked package on
+    this machine: what a group's workers get as their ``py_modules``."""
+
+    hash: str
+    path: str
+
+
 @dataclass
 class WorkerGroup:
     """N_W actors in one placement group; `master` is rank 0's (ip, port) for the next run;
@@ -39,6 +52,7 @@ class WorkerGroup:
     shape: Shape
     pg: PlacementGroup
     actors: list[Any]
+    code_hash: str | None = None
     master: tuple[str, int] = ("", 0)
     placement: list[dict[str, Any]] = field(default_factory=list)
     runs: int = 0
@@ -46,7 +60,8 @@ class WorkerGroup:
 
 
 class WorkerPool:
-    """Hands out worker groups by shape, reusing idle ones; failed groups are killed."""
+    """Hands out worker groups by shape and task code, reusing idle ones; failed groups are
+    killed."""
 
     def __init__(self, *, max_idle_groups: int = 8) -> None:
         self.max_idle_groups = max_idle_groups
@@ -65,11 +80,17 @@ class WorkerPool:
         return list(self._busy.values())
 
     async def acquire(
-        self, shape: Shape, on_placed: Callable[[], None] | None = None
+        self,
+        shape: Shape,
+        on_placed: Callable[[], None] | None = None,
+        *,
+        code: TaskCode | None = None,
     ) -> tuple[WorkerGroup, bool]:
-        """A live group of `shape` with a fresh rendezvous address, and whether it was new.
-        `on_placed` is called once Ray has placed a new group, before its workers start."""
-        while (group := self._take_idle(shape)) is not None:
+        """A live group of `shape` whose workers run `code` (None: the job's own environment),
+        with a fresh rendezvous address, and whether it was new. `on_placed` is called once Ray
+        has placed a new group, before its workers start."""
+        code_hash = None if code is None else code.hash
+        while (group := self._take_idle(shape, code_hash)) is not None:
             try:
                 await self._refresh_master(group)
             except ray.exceptions.RayError as err:  # died while idle: try another or a new one
@@ -80,7 +101,7 @@ class WorkerPool:
                 self.discard(group)
                 raise
             return group, False
-        group = await self._create(shape, on_placed)
+        group = await self._create(shape, on_placed, code)
         return group, True
 
     def release(self, group: WorkerGroup) -> None:
@@ -110,24 +131,36 @@ class WorkerPool:
         for group in list(self._busy.values()):
             self.discard(group)
 
-    def _take_idle(self, shape: Shape) -> WorkerGroup | None:
+    def _take_idle(self, shape: Shape, code_hash: str | None) -> WorkerGroup | None:
         for group in reversed(self._idle):  # most recently used first: its caches are warmest
-            if group.shape == shape:
+            if group.shape == shape and group.code_hash == code_hash:
                 self._idle.remove(group)
                 self._busy[group.id] = group
                 return group
         return None
 
     async def _create(
-        self, shape: Shape, on_placed: Callable[[], None] | None = None
+        self,
+        shape: Shape,
+        on_placed: Callable[[], None] | None = None,
+        code: TaskCode | None = None,
     ) -> WorkerGroup:
         world_size, cpus, gpus = shape
+        code_options: dict[str, Any] = {}
+        if code is not None:
+            code_options["runtime_env"] = await asyncio.to_thread(code_runtime_env, code.path)
         bundle = {"CPU": cpus, **({"GPU": gpus} if gpus > 0 else {})}
         pg = placement_group(
             [dict(bundle) for _ in range(world_size)],
             strategy="STRICT_PACK" if gpus > 0 else "PACK",
         )
-        group = WorkerGroup(id=next(self._ids), shape=shape, pg=pg, actors=[])
+        group = WorkerGroup(
+            id=next(self._ids),
+            shape=shape,
+            pg=pg,
+            actors=[],
+            code_hash=None if code is None else code.hash,
+        )
         self._busy[group.id] = group
         try:
             await self._wait_placed(pg)
@@ -140,6 +173,7 @@ class WorkerPool:
                     scheduling_strategy=PlacementGroupSchedulingStrategy(
                         pg, placement_group_bundle_index=rank
                     ),
+                    **code_options,
                 ).remote()
                 for rank in range(world_size)
             ]

@@ -12,6 +12,7 @@ import dataclasses
 import itertools
 import logging
 import os
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,9 +24,10 @@ from service.artifact_store import ArtifactStore
 from service.cluster_fit import NodeCapacity
 from service.executor.code_shipping import task_module_paths
 from service.executor.failures import FoldFailed, fold_failure
-from service.executor.pool import WorkerGroup, WorkerPool
+from service.executor.pool import TaskCode, WorkerGroup, WorkerPool
 from service.executor.ray_init import init_ray
 from service.metrics import FOLD_QUEUE_WAIT
+from service.task_code import CodeCache, TaskCodeError
 from trainers.job import FoldJob, trained_seconds
 from trainers.report import FoldEvent, SavedArtifact
 
@@ -73,10 +75,13 @@ class FoldRunStats:
 class RayExecutor:
     """Runs fold runs on a local Ray or a cluster (`address="host:6379"`), reusing warm workers.
 
-    `task_modules` are the packages user tasks may come from: their code is shipped to every
-    worker through Ray's runtime environment (`py_modules`), so no node needs it on disk.
-    With `artifacts`, fold runs whose job has an `artifact_key` keep their checkpoints and
-    models there, sent from rank 0 through Ray (no storage shared with the workers).
+    A job with a `code_hash` runs that snapshot of its task's package: read from `artifacts`
+    into `code_cache` and shipped to its workers through Ray's runtime environment
+    (`py_modules`), so no node needs it on disk. `task_modules` are the packages user tasks may
+    come from: as they are at start, they are the job's `py_modules`, for a study stored
+    without a snapshot. With `artifacts`, fold runs whose job has an `artifact_key` keep their
+    checkpoints and models there, sent from rank 0 through Ray (no storage shared with the
+    workers).
     """
 
     def __init__(
@@ -88,12 +93,14 @@ class RayExecutor:
         worker_pythonpath: list[str] | None = None,
         task_modules: list[str] | None = None,
         artifacts: ArtifactStore | None = None,
+        code_cache: CodeCache | None = None,
     ) -> None:
         self.address = address
         self.num_cpus = num_cpus
         self.worker_pythonpath = list(worker_pythonpath or [])
         self.task_modules = list(task_modules or [])
         self.artifacts = artifacts
+        self.code_cache = code_cache
         self.pool = WorkerPool(max_idle_groups=max_idle_groups)
         self.last_run_stats: FoldRunStats | None = None
         self._owns_ray = False
@@ -116,7 +123,12 @@ class RayExecutor:
         else:  # "local" always starts a new Ray, never attaching to one found on the machine
             kwargs.update(address="local", num_cpus=self.num_cpus)
         try:
-            await asyncio.wait_for(asyncio.to_thread(init_ray, **kwargs), CONNECT_TIMEOUT_S)
+            # An empty working_dir: without one, Ray puts this process's working directory
+            # first on every worker's sys.path, where a task package edited since a study's
+            # submit would shadow the study's own copy. Ray packs it during ray.init.
+            with tempfile.TemporaryDirectory(prefix="foldwise-job-") as empty:
+                kwargs["runtime_env"] = {**kwargs["runtime_env"], "working_dir": empty}
+                await asyncio.wait_for(asyncio.to_thread(init_ray, **kwargs), CONNECT_TIMEOUT_S)
         except TimeoutError as err:
             raise RuntimeError(
                 f"could not start or join Ray at {self.address or 'local'} "
@@ -196,7 +208,9 @@ class RayExecutor:
     async def _acquire(
         self, job: FoldJob, cpus: float, gpus: float, stats: FoldRunStats
     ) -> WorkerGroup:
-        """A worker group for `job`, noting in `stats` while Ray places it."""
+        """A worker group for `job` that runs its task code, noting in `stats` while Ray
+        places it."""
+        code = await self._task_code(job)
         stats.placing_since = time.monotonic()
 
         def placed() -> None:  # its workers start next: slow (torch) but not Ray's placing
@@ -204,7 +218,7 @@ class RayExecutor:
 
         try:
             group, stats.cold = await self.pool.acquire(
-                (job.world_size, float(cpus), float(gpus)), placed
+                (job.world_size, float(cpus), float(gpus)), placed, code=code
             )
         except ray.exceptions.RayError as err:  # e.g. its placement group went with a node
             raise FoldFailed(
@@ -215,6 +229,28 @@ class RayExecutor:
         finally:
             placed()
         return group
+
+    async def _task_code(self, job: FoldJob) -> TaskCode | None:
+        """The job's snapshot of task code, unpacked here for Ray to ship; None for a job
+        without one. A snapshot that is missing or damaged fails the fold for good; a store
+        that does not answer fails this attempt only."""
+        if job.code_hash is None:
+            return None
+        if self.code_cache is None or self.artifacts is None:
+            raise FoldFailed(
+                f"task code {job.code_hash[:12]}: this executor has no artifact store and "
+                "code cache to fetch it from",
+                retryable=False,
+            )
+        try:
+            path = await asyncio.to_thread(self.code_cache.fetch, self.artifacts, job.code_hash)
+        except TaskCodeError as exc:
+            raise FoldFailed(str(exc), retryable=False) from exc
+        except Exception as exc:
+            why = f"{type(exc).__name__}: {exc}"
+            message = f"task code {job.code_hash[:12]} could not be fetched: {why}"
+            raise FoldFailed(message, retryable=True) from exc
+        return TaskCode(job.code_hash, str(path))
 
     async def _restore_for(self, job: FoldJob) -> Any:
         """For a job that keeps artifacts in the store: the checkpoint a retried attempt resumes
@@ -368,9 +404,10 @@ class RayExecutor:
             self._owns_ray = False
 
     def runtime_env(self) -> dict[str, Any]:
-        """The job's runtime environment: the task modules' code as `py_modules`; on a local
-        Ray (this machine) also the project's source tree, for a checkout that is not
-        installed, and the service's own PYTHONPATH."""
+        """The job's runtime environment: the task modules' code as `py_modules` (a group
+        with a snapshot of its own replaces them: see ``TaskCode``); on a local Ray (this
+        machine) also the project's source tree, for a checkout that is not installed, and the
+        service's own PYTHONPATH."""
         env: dict[str, Any] = {}
         modules = task_module_paths(self.task_modules, [*self.worker_pythonpath, os.getcwd()])
         if modules:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import ray
 
+from service.executor.code_shipping import code_runtime_env
 from trainers.task import TaskNotFound, TaskProfile
 
 
@@ -25,11 +28,15 @@ def describe_task(name: str) -> tuple[str, str]:
         return "error", lines[-1] if lines else f"task {name!r} could not be loaded"
 
 
-def describe_remotely(name: str, timeout: float) -> TaskProfile:
+def describe_remotely(name: str, timeout: float, code: Path | None = None) -> TaskProfile:
     """``describe_task`` on a worker, waited for at most ``timeout`` seconds; ``TaskNotFound``
-    with the worker's reason when the task cannot be loaded there."""
+    with the worker's reason when the task cannot be loaded there. With ``code`` (a snapshot's
+    unpacked package), the worker imports the task from that snapshot."""
     try:
-        outcome, text = ray.get(describe_task.remote(name), timeout=timeout)
+        task = describe_task
+        if code is not None:
+            task = describe_task.options(runtime_env=code_runtime_env(str(code)))
+        outcome, text = ray.get(task.remote(name), timeout=timeout)
     except ray.exceptions.GetTimeoutError as exc:
         raise TaskNotFound(f"task {name!r}: loading it took more than {timeout:g} s") from exc
     except ray.exceptions.RayError as exc:  # the worker died (the task's code exited, say)

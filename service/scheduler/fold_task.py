@@ -69,6 +69,8 @@ class StudyContext:
     store: SchedulerStore
     executor: FoldExecutor
     curves: FoldCurves | None = None
+    code_hash: str | None = None
+    """The snapshot of the task's package every fold run of the study runs."""
     service_stopping: asyncio.Event = field(default_factory=asyncio.Event)
     """Set before the folds are cancelled because the service stops: a run cut short then is
     ``lost`` (to run again), not ``cancelled`` (its trial ended first)."""
@@ -82,8 +84,10 @@ def fold_job(
     *,
     attempt: int = 0,
     keep_artifacts: bool = False,
+    code_hash: str | None = None,
 ) -> FoldJob:
-    """Everything a worker needs to train and validate one fold of one trial.
+    """Everything a worker needs to train and validate one fold of one trial, with the study's
+    task code (``code_hash``).
 
     With `keep_artifacts`, the fold checkpoints and saves its model under its key in the
     service's artifact store; attempts after the first resume from the checkpoint.
@@ -95,6 +99,7 @@ def fold_job(
         trial_key=f"study{study_id}-trial{trial.number}",
         artifact_key=fold_artifact_key(study_id, trial.number, fold) if keep_artifacts else None,
         resume=attempt > 0,
+        code_hash=code_hash,
     )
 
 
@@ -161,6 +166,7 @@ class FoldTask:
             self.fold,
             attempt=attempt,
             keep_artifacts=store.artifact_dir is not None,
+            code_hash=context.code_hash,
         )
         run = _RunRecord(epochs_planned=job.epochs)
         stats = self._stats = FoldRunStats(world_size=job.world_size)

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import math
 import time
+from pathlib import Path
 from typing import Any
 
 from service.artifact_store import artifact_store, delete_study_artifacts
@@ -87,12 +88,13 @@ class Scheduler:
             log.warning("could not read the cluster's nodes: %s", exc)
             return []
 
-    def describe_task(self, name: str) -> TaskProfile:
-        """A user task's profile, loaded in a worker (blocking); see ``service.task_policy``."""
+    def describe_task(self, name: str, code: Path | None = None) -> TaskProfile:
+        """A user task's profile, loaded in a worker from ``code`` (the unpacked snapshot of
+        its package) when given (blocking); see ``service.task_policy``."""
         from service.executor.task_probe import describe_remotely
         from service.task_policy import DESCRIBE_TIMEOUT_S
 
-        return describe_remotely(name, DESCRIBE_TIMEOUT_S)
+        return describe_remotely(name, DESCRIBE_TIMEOUT_S, code)
 
     async def lease_status(self) -> dict[str, Any]:
         try:

@@ -46,6 +46,8 @@ class StudyStart:
     spec: dict[str, Any]
     unfinished: list[TrialHandle]
     started_at: datetime
+    code_hash: str | None = None
+    """The snapshot of the task's package the study runs (``service.task_code``)."""
 
 
 class SchedulerStore:
@@ -99,7 +101,8 @@ class SchedulerStore:
             fold_repo.mark_lost_fold_runs(session, study_id)
             unfinished = trial_repo.unfinished_trials(session, study_id)
             handles = [TrialHandle(t.id, t.number, t.params) for t in unfinished]
-            return StudyStart(study.spec, handles, study.started_at or utcnow())
+            started_at = study.started_at or utcnow()
+            return StudyStart(study.spec, handles, started_at, study.code_hash)
 
         return await self._write(study_id, work)
 

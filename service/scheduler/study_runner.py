@@ -117,7 +117,12 @@ class StudyRunner:
         self.warm = await self.store.warm_start(self.study_id)
         optimizer = build_optimizer(spec, warm_observations=len(self.warm))
         self.context = StudyContext(
-            spec, self.study_id, self.store, self.executor, await self._pruning_curves(spec)
+            spec,
+            self.study_id,
+            self.store,
+            self.executor,
+            await self._pruning_curves(spec),
+            code_hash=start.code_hash,
         )
         self.slots = await self._fold_slots(spec)
         self.meter = SlotMeter(self.slots)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import anyio
-from fastapi import APIRouter, Body, Query, Response, status
+from fastapi import APIRouter, Body, HTTPException, Query, Response, status
 from sqlalchemy.orm import Session
 
 from foldwise import schemas
@@ -25,8 +25,10 @@ from service.api.deps import (
 )
 from service.api.errors import documented
 from service.api.strict_json import StrictJSONRoute
+from service.artifact_store import artifact_store
 from service.db import studies as study_repo
 from service.spec_checks import check_runnable
+from service.task_code import CodeCache, keep_snapshot
 from service.warm_start import plan_warm_start, seed_study
 
 router = APIRouter(prefix="/studies", tags=["studies"], route_class=StrictJSONRoute)
@@ -40,7 +42,7 @@ SPEC_EXAMPLES = {
     "",
     status_code=status.HTTP_201_CREATED,
     response_model=schemas.Study,
-    responses=documented(400, 413, 415),
+    responses=documented(400, 413, 415, 503),
 )
 async def create_study(
     spec: Annotated[StudySpec, Body(openapi_examples=SPEC_EXAMPLES)],
@@ -50,18 +52,35 @@ async def create_study(
     settings: SettingsDep,
 ) -> schemas.Study:
     """Create a study owned by the token's name; its scheduler starts it within a poll. A
-    ``warm_start`` copies the named studies' finished trials that fit the space into it."""
+    ``warm_start`` copies the named studies' finished trials that fit the space into it. A
+    user task's package is copied now, and the study runs that copy (``code_hash``)."""
 
-    def check() -> None:
+    def check() -> str | None:
         nodes = scheduler.cluster_nodes() if scheduler and settings.check_cluster_fit else []
         describe = scheduler.describe_task if scheduler is not None else None
-        check_runnable(spec, task_modules=settings.task_modules, describe=describe, nodes=nodes)
+        snapshot = check_runnable(
+            spec,
+            task_modules=settings.task_modules,
+            describe=describe,
+            nodes=nodes,
+            code_cache=CodeCache(settings.code_cache_dir),
+        )
+        if snapshot is None:
+            return None
+        try:  # where every instance's scheduler finds it
+            keep_snapshot(artifact_store(settings.artifact_dir), snapshot)
+        except Exception as exc:
+            raise HTTPException(
+                status.HTTP_503_SERVICE_UNAVAILABLE,
+                f"the task's code could not be kept in the artifact store: {exc}",
+            ) from exc
+        return snapshot.hash
 
-    await anyio.to_thread.run_sync(check)
+    code_hash = await anyio.to_thread.run_sync(check)
 
     def work(session: Session) -> schemas.Study:
         warm_start = plan_warm_start(session, spec)  # reads first: the write lock comes after
-        study = study_repo.create_study(session, spec, owner=principal.name)
+        study = study_repo.create_study(session, spec, owner=principal.name, code_hash=code_hash)
         seed_study(session, study, warm_start)
         return studies_out(session, [study])[0]
 

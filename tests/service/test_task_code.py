@@ -1,0 +1,223 @@
+"""A study's task code: its package copied at submit, named by content, kept in the artifact
+store and unpacked for Ray; the submit check describes that copy, not the disk."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from foldwise.limits import MAX_TASK_CODE_BYTES
+from service.artifact_store import ArtifactStore, artifact_store
+from service.executor import FoldFailed, RayExecutor
+from service.task_code import (
+    CodeCache,
+    CodeSnapshot,
+    TaskCodeError,
+    code_key,
+    keep_snapshot,
+    snapshot_package,
+    snapshot_task,
+    unzip_snapshot,
+    zip_snapshot,
+)
+from service.task_policy import describe_in_subprocess
+from tests.service.conftest import signed_in_client
+from tests.service.study_specs import study_spec
+from tests.trainers.fold_jobs import make_job
+
+TASK = """kind = "{kind}"
+
+
+def load_data():
+    return [[0.0], [1.0]], [0, 1]
+
+
+def build_model(params):
+    raise ValueError("not trained here")
+"""
+
+
+def _package(root: Path, name: str = "labpkg", kind: str = "classification") -> Path:
+    """A task package with a subpackage, data, and the files a snapshot leaves out."""
+    package = root / name
+    (package / "sub" / "__pycache__").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "task.py").write_text(TASK.format(kind=kind))
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "table.csv").write_bytes(b"a,b\n1,2\n")
+    (package / "sub" / "__pycache__" / "task.cpython-311.pyc").write_bytes(b"\0compiled")
+    (package / "stale.pyc").write_bytes(b"\0compiled")
+    (package / ".env").write_text("SECRET=1\n")
+    (package / ".git").mkdir()
+    (package / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    return package
+
+
+def test_a_snapshot_holds_the_packages_files_and_leaves_caches_and_dot_files(
+    tmp_path: Path,
+) -> None:
+    package = _package(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "big.bin").write_bytes(b"x" * 100)
+    (package / "linked").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (package / "shared.txt").symlink_to(tmp_path / "elsewhere" / "big.bin")
+    snapshot = snapshot_package(package)
+    assert [path for path, _data in snapshot.files] == [
+        "labpkg/__init__.py",
+        "labpkg/shared.txt",  # a linked file is read through; a linked folder may loop
+        "labpkg/sub/__init__.py",
+        "labpkg/sub/table.csv",
+        "labpkg/task.py",
+    ]
+    assert dict(snapshot.files)["labpkg/shared.txt"] == b"x" * 100
+    assert snapshot.top == "labpkg" and len(snapshot.hash) == 64
+
+
+def test_the_hash_is_of_content_only(tmp_path: Path) -> None:
+    """The same files give the same hash wherever they are and whenever they were touched;
+    any changed byte, renamed file or added file gives another."""
+    first = snapshot_package(_package(tmp_path / "a"))
+    again = _package(tmp_path / "b")
+    os.utime(again / "task.py", (0, 0))
+    (again / "sub" / "__pycache__" / "other.pyc").write_bytes(b"\1")
+    assert snapshot_package(again).hash == first.hash
+    (again / "task.py").write_text(TASK.format(kind="regression"))
+    edited = snapshot_package(again).hash
+    (again / "task.py").rename(again / "task2.py")
+    renamed = snapshot_package(again).hash
+    (again / "notes.txt").write_text("")
+    added = snapshot_package(again).hash
+    assert len({first.hash, edited, renamed, added}) == 4
+    other_name = snapshot_package(_package(tmp_path / "c", name="otherpkg"))
+    assert other_name.hash != first.hash  # the package's name is part of what it imports as
+
+
+def test_a_single_module_is_a_snapshot_of_one_file(tmp_path: Path) -> None:
+    (tmp_path / "single_task.py").write_text(TASK.format(kind="regression"))
+    snapshot = snapshot_task("single_task:task", [str(tmp_path)])
+    assert snapshot is not None and [p for p, _ in snapshot.files] == ["single_task.py"]
+
+
+def test_built_in_tasks_ours_and_unknown_packages_have_no_snapshot(tmp_path: Path) -> None:
+    assert snapshot_task("digits_mlp", [str(tmp_path)]) is None
+    assert snapshot_task("trainers.builtin.digits_mlp", [str(tmp_path)]) is None
+    assert snapshot_task("json.decoder:x", [str(tmp_path)]) is None
+    assert snapshot_task("no_such_package.task", [str(tmp_path)]) is None
+
+
+def test_a_package_past_the_limits_is_refused(tmp_path: Path) -> None:
+    package = _package(tmp_path)
+    with pytest.raises(TaskCodeError, match="more than 3 files"):
+        snapshot_package(package, max_files=3)
+    with pytest.raises(TaskCodeError, match="larger than"):
+        snapshot_package(package, max_bytes=10)
+    with (package / "weights.bin").open("wb") as sparse:  # its size is known before reading it
+        sparse.truncate(MAX_TASK_CODE_BYTES + 1)
+    with pytest.raises(TaskCodeError, match="larger than 50 MiB"):
+        snapshot_package(package)
+
+
+def test_the_archive_is_the_same_bytes_every_time_and_checked_on_the_way_back(
+    tmp_path: Path,
+) -> None:
+    snapshot = snapshot_package(_package(tmp_path))
+    data = zip_snapshot(snapshot)
+    assert zip_snapshot(snapshot_package(tmp_path / "labpkg")) == data
+    assert unzip_snapshot(data, snapshot.hash) == snapshot
+    with pytest.raises(TaskCodeError, match="does not match"):
+        unzip_snapshot(data, "0" * 64)
+    with pytest.raises(TaskCodeError, match="not a readable archive"):
+        unzip_snapshot(b"PK not a zip", snapshot.hash)
+    evil = tmp_path / "evil.zip"
+    with zipfile.ZipFile(evil, "w") as archive:
+        archive.writestr("../outside.py", "x = 1\n")
+    files = [("../outside.py", b"x = 1\n")]
+    with pytest.raises(TaskCodeError, match="unsafe path"):
+        unzip_snapshot(evil.read_bytes(), CodeSnapshot.of(files).hash)
+
+
+def test_a_new_instance_unpacks_the_snapshot_from_the_store(tmp_path: Path, monkeypatch) -> None:
+    """What a restarted service, or the instance that takes the lease over, does: the code
+    comes from the artifact store, not from the disk it was submitted from."""
+    snapshot = snapshot_package(_package(tmp_path / "src"))
+    store = ArtifactStore(tmp_path / "artifacts")
+    keep_snapshot(store, snapshot)
+    written = store.path(code_key(snapshot.hash))
+    monkeypatch.setattr(store, "write", lambda *_: pytest.fail("a kept snapshot is kept once"))
+    keep_snapshot(store, snapshot)
+    first = CodeCache(tmp_path / "cache-a").unpack(snapshot)
+    assert first == tmp_path / "cache-a" / snapshot.hash / "labpkg"
+    fetched = CodeCache(tmp_path / "cache-b").fetch(store, snapshot.hash)
+    assert snapshot_package(fetched).hash == snapshot.hash
+    assert CodeCache(tmp_path / "cache-b").fetch(store, snapshot.hash) == fetched
+    assert [p.name for p in (tmp_path / "cache-b").iterdir()] == [snapshot.hash]
+    Path(written).unlink()
+    with pytest.raises(TaskCodeError, match="not in the artifact store"):
+        CodeCache(tmp_path / "cache-c").fetch(store, snapshot.hash)
+
+
+def test_a_fold_whose_code_is_not_in_the_store_fails_for_good(tmp_path: Path) -> None:
+    """Before any worker is asked for: no Ray is needed to find out."""
+    job = dataclasses.replace(make_job("labpkg.task"), code_hash="0" * 64)
+    executor = RayExecutor(
+        artifacts=ArtifactStore(tmp_path / "artifacts"), code_cache=CodeCache(tmp_path / "cache")
+    )
+    for ex, why in [(executor, "not in the artifact store"), (RayExecutor(), "no artifact store")]:
+        with pytest.raises(FoldFailed, match=why) as failed:
+            asyncio.run(anext(ex.run_fold(job, cpus_per_worker=1, gpus_per_worker=0)))
+        assert not failed.value.retryable
+
+
+def test_the_subprocess_describes_the_snapshot_not_the_disk(tmp_path: Path, monkeypatch) -> None:
+    """The package sits in the working directory, which Python would put first: the copy
+    taken at submit is what is loaded."""
+    monkeypatch.chdir(tmp_path)
+    package = _package(tmp_path)
+    code = CodeCache(tmp_path / "cache").unpack(snapshot_package(package))
+    (package / "task.py").write_text(TASK.format(kind="regression"))
+    assert describe_in_subprocess("labpkg.task", code=code).kind == "classification"
+    assert describe_in_subprocess("labpkg.task").kind == "regression"
+    assert not list(code.rglob("__pycache__"))  # the cached copy stays as it was unpacked
+
+
+def test_a_submitted_study_keeps_its_codes_hash_and_its_code(
+    database_url: str, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    package = _package(tmp_path)
+    settings = {
+        "task_modules": ["labpkg"],
+        "artifact_dir": tmp_path / "artifacts",
+        "code_cache_dir": tmp_path / "cache",
+    }
+    spec = study_spec(trainer={"task": "labpkg.task", "epochs": 1, "batch_size": 32})
+    spec["objective"] = {"metric": "val_accuracy", "direction": "maximize"}
+    with signed_in_client(database_url, **settings) as api:
+        first = api.post("/studies", json=spec).json()
+        again = api.post("/studies", json=spec).json()
+        (package / "task.py").write_text(TASK.format(kind="regression"))
+        refused = api.post("/studies", json=spec)  # the new code reports val_mse
+        spec["objective"]["metric"] = "val_mse"
+        edited = api.post("/studies", json=spec).json()
+        builtin = api.post("/studies", json=study_spec()).json()
+        shown = api.get(f"/studies/{first['id']}").json()
+        with (package / "weights.bin").open("wb") as sparse:
+            sparse.truncate(MAX_TASK_CODE_BYTES + 1)
+        too_big = api.post("/studies", json=spec)
+    assert refused.status_code == 422 and "(regression) reports" in refused.text
+    assert first["code_hash"] == again["code_hash"] == shown["code_hash"]
+    assert edited["code_hash"] not in (None, first["code_hash"])
+    assert builtin["code_hash"] is None
+    store = artifact_store(str(tmp_path / "artifacts"))
+    kept = store.read(code_key(first["code_hash"]))
+    assert kept is not None
+    kept_files = dict(unzip_snapshot(kept, first["code_hash"]).files)
+    assert b'kind = "classification"' in kept_files["labpkg/task.py"]
+    assert too_big.status_code == 422
+    [error] = too_big.json()["detail"]
+    assert error["loc"] == ["body", "trainer", "task"] and "50 MiB" in error["msg"]
