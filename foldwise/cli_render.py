@@ -24,6 +24,8 @@ from foldwise import schemas
 from foldwise.client import Study
 
 NONE = "-"
+CODE_HASH_SHOWN = 12
+"""Characters of a study's code hash ``foldwise status`` shows (as git shows commits)."""
 STATUS_STYLES = {
     "queued": "cyan",
     "running": "blue",
@@ -193,6 +195,8 @@ def study_details(study: schemas.Study) -> Table:
     ]
     if study.warm_start is not None:
         rows.insert(6, ("warm start", warm_start_text(study.warm_start)))
+    if study.code_hash is not None:  # the snapshot of a user task's package the study runs
+        rows.insert(4, ("code", study.code_hash[:CODE_HASH_SHOWN]))
     if study.error:
         rows.append(("error", Text(study.error, style="red")))
     for key, value in rows:

@@ -133,6 +133,14 @@ def test_status_says_what_a_warm_start_brought_in(make_study):
     assert "5 prior observations from study 3 (0 skipped)" in text
 
 
+def test_status_shows_the_code_a_user_task_runs(make_study):
+    """The first 12 characters of the hash of the task package's copy; none for a built-in."""
+    assert "code" not in text_of(render.study_details(Study.model_validate(make_study())))
+    study = Study.model_validate(make_study(code_hash="1a2b3c4d5e6f" + "7" * 52))
+    rows = [line.split() for line in text_of(render.study_details(study)).splitlines()]
+    assert ["code", "1a2b3c4d5e6f"] in rows
+
+
 def test_study_details_and_best_trial(make_study):
     study = Study.model_validate(make_study(error="worker lost"))
     text = text_of(render.study_details(study))

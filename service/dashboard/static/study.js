@@ -40,12 +40,21 @@ function renderSummary(study) {
       : "—", { id: "card-best" }),
     card("Objective", `${study.spec.objective.direction} ${study.spec.objective.metric}`),
     card("Optimizer", study.spec.optimizer.name),
+    card("Task", taskText(study), { id: "card-task" }),
     card("Folds × workers", `${par.folds} × ${par.workers_per_fold} (${par.trial_groups} in parallel)`),
     card("Created", fmtTime(study.created_at)),
     card("Elapsed", study.started_at ? fmtDuration(secondsBetween(study.started_at, study.finished_at)) : "not started"));
   const error = document.getElementById("study-error");
   error.replaceChildren(...(study.error ? [el("div", { class: "callout", text: study.error })] : []),
     ...(study.waiting ? [el("div", { class: "callout waiting", id: "study-waiting", text: study.waiting })] : []));
+}
+
+/** The study's task, and for a user's task the hash of the copy of its package the study runs. */
+function taskText(study) {
+  const task = study.spec.trainer.task;
+  if (!study.code_hash) return task;
+  const code = el("div", { class: "sub code", title: `code ${study.code_hash}`, text: `code ${study.code_hash.slice(0, 12)}` });
+  return el("span", {}, task, code);
 }
 
 /** Merge history rows (full or since a cursor); the best steps merge exactly from both sets. */
