@@ -325,6 +325,18 @@ def test_a_study_waiting_for_the_cluster_says_why(page, dashboard: Dashboard) ->
     assert _api(dashboard).get(f"/studies/{dashboard.study_id}").json()["waiting"] == why
 
 
+def test_study_page_names_the_task_and_the_code_it_runs(page, dashboard: Dashboard) -> None:
+    code_hash = "1a2b3c4d5e6f" + "0" * 52
+    with dashboard.app.state.sessions.begin() as session:
+        study = study_repo.get_study(session, dashboard.study_id)
+        task = study.spec["trainer"]["task"]
+        study.code_hash = code_hash
+        study_repo.touch_study(session, dashboard.study_id)
+    open_ready(page, f"/dashboard/studies/{dashboard.study_id}")
+    assert page.inner_text("#card-task .value").split() == [task, "code", "1a2b3c4d5e6f"]
+    assert page.get_attribute("#card-task .code", "title") == f"code {code_hash}"
+
+
 def test_study_page_downloads_the_trials_as_csv(page, browser, dashboard: Dashboard) -> None:
     study_id = dashboard.study_id
     open_ready(page, f"/dashboard/studies/{study_id}")
