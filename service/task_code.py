@@ -59,10 +59,6 @@ class CodeSnapshot:
         """The package's folder name, or a single module's file name."""
         return self.files[0][0].split("/")[0] if self.files else ""
 
-    @property
-    def size(self) -> int:
-        return sum(len(data) for _path, data in self.files)
-
 
 def code_hash(files: Iterable[tuple[str, bytes]]) -> str:
     """sha256 over each file's path and bytes, in path order, each length-prefixed so no two
