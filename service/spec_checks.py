@@ -49,13 +49,12 @@ def check_runnable(
         message = f"{exc}; {task_choices(task_modules)}"
         raise _invalid(("trainer", "task"), message, name) from exc
     resources, parallel = spec.resources, spec.parallel
-    metrics = profile.metrics(gpu=resources.gpus_per_worker > 0)
-    if spec.objective.metric not in metrics:
-        raise _invalid(
-            ("objective", "metric"),
-            f"task {name!r} ({profile.kind}) reports {', '.join(metrics)}",
-            spec.objective.metric,
-        )
+    metric = spec.objective.metric
+    if metric not in profile.declared_metrics:
+        message = f"task {name!r} ({profile.kind}) reports {', '.join(profile.declared_metrics)}"
+        if metric in profile.metrics(gpu=True):
+            message += f"; {metric} is what foldwise measures of an epoch, not an objective"
+        raise _invalid(("objective", "metric"), message, metric)
     for setting in unused_trainer_settings(spec.trainer, profile.loop):
         message = (
             f"task {name!r} trains with its own train_fold, which trainer.{setting} does not "

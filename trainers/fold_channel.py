@@ -38,7 +38,11 @@ quarter of ``trainer.fold_timeout``, when shorter): they report the same epochs,
 follows their last report is left to them."""
 
 
-class FoldContractError(RuntimeError):
+class RankError(RuntimeError):
+    """A broken fold contract whose message names the rank at fault."""
+
+
+class FoldContractError(RankError):
     """A fold function broke the fold contract (a bad report, ranks at different epochs).
     Every rank raises it at the same exchange, so the ranks stay usable for the next run."""
 
@@ -47,7 +51,7 @@ class TrainingDiverged(FoldContractError):
     """A reported metric became NaN or infinite."""
 
 
-class RankReturnedAlone(RuntimeError):
+class RankReturnedAlone(RankError):
     """This rank's fold function returned and the other ranks did not follow in time."""
 
 
@@ -118,7 +122,7 @@ class FoldChannel:
             "seconds": time.perf_counter() - self._epoch_began,
             "began": self._epoch_began_wall,
         }
-        peers = self._exchange(payload, f"waiting in ctx.report(epoch {number - 1})")
+        peers = self._exchange(payload, f"waiting in ctx.report(epoch={number - 1})")
         self._check_peers(peers)
         asked = any(p["stop"] for p in peers)
         self.stop_reason = "asked" if asked else "early" if peers[0]["early"] else None
@@ -206,7 +210,7 @@ class FoldChannel:
         """The fold function returned on this rank: check every rank did so after the same
         epoch, then (rank 0) send the kept model, unless the run was asked to stop."""
         payload = {"kind": "returned", "epoch": self.last_epoch}
-        self._enter(f"returned after epoch {self.last_epoch - 1}, waiting for the other ranks")
+        self._enter(f"returned after epoch {self.last_epoch}, waiting for the other ranks")
         try:
             peers = self.exchange.exchange(payload, timeout=self._return_grace)
         except PeersLate as late:
@@ -236,10 +240,10 @@ class FoldChannel:
         others = []
         for rank in late.missing:
             said = late.last.get(rank)
-            where = f"its last report: epoch {said['epoch'] - 1}" if said else "it never reported"
+            where = f"its last report: epoch {said['epoch']}" if said else "it never reported"
             others.append(f"rank {rank} ({where})")
         return (
-            f"rank {self.rank} returned from train_fold after epoch {self.last_epoch - 1}, "
+            f"rank {self.rank} returned from train_fold after epoch {self.last_epoch}, "
             f"and {', '.join(others)} had not {self._return_grace:g} s later: every rank reports "
             "the same epochs, then returns (a rank still training, or waiting in a collective "
             "this rank left)"
@@ -282,9 +286,9 @@ class FoldChannel:
 
     def _check(self, number: int, metrics: dict[str, Any]) -> tuple[dict[str, float], str | None]:
         """The metrics as floats, and what is wrong with this report (None: nothing)."""
-        label = f"epoch {number - 1}"
+        label = f"epoch {number}"
         if number <= self.last_epoch:
-            return {}, f"reported {label} after epoch {self.last_epoch - 1}: epochs must increase"
+            return {}, f"reported {label} after epoch {self.last_epoch}: epochs must increase"
         values: dict[str, float] = {}
         for name, value in metrics.items():
             if name in RESERVED_METRICS:
@@ -317,11 +321,7 @@ class FoldChannel:
         if len(set(places)) > 1:
             where = ", ".join(
                 f"rank {rank} "
-                + (
-                    f"reported epoch {e - 1}"
-                    if kind == "report"
-                    else f"returned after epoch {e - 1}"
-                )
+                + (f"reported epoch {e}" if kind == "report" else f"returned after epoch {e}")
                 for rank, (kind, e) in enumerate(places)
             )
             raise FoldContractError(

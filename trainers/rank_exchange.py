@@ -12,14 +12,17 @@ import contextlib
 import json
 import threading
 import time
-from datetime import timedelta
 from typing import Any
 
 import torch.distributed as dist
 
 FAILED = "foldwise/failed"
-POLL = timedelta(seconds=1)
-"""How often a rank waiting for its peers checks whether its run was abandoned."""
+FIRST_PAUSE_S = 0.0002
+LONGEST_PAUSE_S = 0.05
+"""A rank waiting for its peers at an exchange looks for their keys after pauses that double
+from the first to the longest: a peer a moment behind costs a fraction of a millisecond."""
+LOOK_AROUND_S = 1.0
+"""How often a waiting rank checks whether its run was abandoned or a peer failed."""
 
 
 class RunAbandoned(Exception):
@@ -66,15 +69,15 @@ class RankExchange:
         deadline = None if timeout is None else time.monotonic() + timeout
         self.store.set(f"{tag}/{self.rank}", json.dumps(payload))
         keys = [f"{tag}/{r}" for r in range(self.world_size)]
-        while True:
+        pause, looked = FIRST_PAUSE_S, time.monotonic()
+        while not self.store.check(keys):  # polled: a timed-out wait logs a warning each time
+            time.sleep(pause)
+            pause = min(2 * pause, LONGEST_PAUSE_S)
+            if time.monotonic() - looked < LOOK_AROUND_S:
+                continue
+            looked = time.monotonic()
             if self.abandoned.is_set():
                 raise RunAbandoned("the fold run was abandoned")
-            try:
-                self.store.wait(keys, POLL)
-                break
-            except dist.DistStoreError as err:
-                if "timeout" not in str(err).lower() and "wait" not in str(err).lower():
-                    raise
             self._raise_if_a_peer_failed()
             if deadline is not None and time.monotonic() > deadline:
                 raise self._late(keys)

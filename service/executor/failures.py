@@ -13,7 +13,7 @@ import traceback
 import ray
 
 from foldwise.ansi import strip_ansi
-from trainers.fold_channel import FoldContractError
+from trainers.fold_channel import FoldContractError, RankError
 from trainers.rank_exchange import PeerFailed
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ def fold_failure(errors: dict[int, BaseException], label: str, ranks: int) -> Fo
     )
     if _severity(err) == 0:
         log.info("%s failed on rank %d: %s", label, rank, message)
-        if isinstance(cause, FoldContractError):  # it names the rank at fault itself
+        if isinstance(cause, RankError):  # it names the rank at fault itself
             where = ""
         return FoldFailed(
             f"{where}{message}", _traceback_text(err), retryable=False, workers_intact=intact

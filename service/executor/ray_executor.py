@@ -149,8 +149,9 @@ class RayExecutor:
         """Run `job` on `job.world_size` workers; yield rank 0's reports and saved files (a
         ``SavedArtifact`` is yielded once it is in the artifact store).
 
-        Raises FoldFailed on failure, and when the run takes more than `timeout` seconds from
-        the moment its workers are ready (time queued for resources does not count); on that,
+        Raises FoldFailed on failure, and when the run takes more than `timeout` seconds
+        (default: the job's ``trainer.fold_timeout``) from the moment its workers are ready
+        (time queued for resources does not count); on that,
         on cancellation, or when the caller stops iterating, the worker group is killed.
         Setting `stop` ends the run cleanly instead: every rank finishes the epoch it is in
         (reported as ``stopped``) and the group goes back to the pool, warm.
@@ -174,7 +175,9 @@ class RayExecutor:
         if stop is not None and stop.is_set():  # stopped while it waited for its workers
             self.pool.release(group)
             return
-        deadline = None if timeout is None else time.monotonic() + timeout
+        if timeout is None:
+            timeout = job.trainer.fold_timeout
+        deadline = time.monotonic() + timeout
         reusable = False
         try:
             restore = await self._restore_for(job)

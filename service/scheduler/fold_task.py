@@ -175,7 +175,6 @@ class FoldTask:
                 job,
                 cpus_per_worker=spec.resources.cpus_per_worker,
                 gpus_per_worker=spec.resources.gpus_per_worker,
-                timeout=spec.trainer.fold_timeout,
                 stop=self._stop,
                 stats=stats,
             ):

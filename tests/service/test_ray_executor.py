@@ -343,7 +343,7 @@ def test_divergence_is_not_retryable_and_keeps_the_workers(runner, executor) -> 
     with pytest.raises(FoldFailed) as info:
         runner.run(_collect(executor, _job(mode="nan")))
     assert not info.value.retryable and info.value.workers_intact
-    assert info.value.message == "TrainingDiverged: rank 0 train_loss became nan at epoch 0"
+    assert info.value.message == "TrainingDiverged: rank 0 train_loss became nan at epoch 1"
     stats = FoldRunStats(world_size=2)
     runner.run(_collect(executor, _job(), stats))
     assert not stats.cold

@@ -37,7 +37,14 @@ def test_a_metric_an_own_loop_does_not_declare_is_refused_with_what_it_does(api)
     assert response.status_code == 422
     [error] = response.json()["detail"]
     assert error["loc"] == ["body", "objective", "metric"]
-    assert "reports val_loss, val_accuracy, train_noise, train_loss, epoch_start" in error["msg"]
+    assert error["msg"].endswith("reports val_loss, val_accuracy, train_noise, train_loss")
+    assert api.get("/studies").json()["count"] == 0
+
+
+def test_what_foldwise_measures_of_an_epoch_is_no_objective(api) -> None:
+    response = api.post("/studies", json=_spec(OWN, "epoch_seconds"))
+    assert response.status_code == 422
+    assert "epoch_seconds is what foldwise measures" in response.json()["detail"][0]["msg"]
     assert api.get("/studies").json()["count"] == 0
 
 

@@ -138,8 +138,8 @@ def test_a_retried_attempt_resumes_the_own_loop_from_its_checkpoint(tmp_path: Pa
     ("mode", "error", "message"),
     [
         ("silent", FoldContractError, "train_fold returned without reporting an epoch"),
-        ("text", FoldContractError, r"reported val_loss='low' \(str\) at epoch 0: not a number"),
-        ("nan", TrainingDiverged, "val_accuracy became nan at epoch 0"),
+        ("text", FoldContractError, r"reported val_loss='low' \(str\) at epoch 1: not a number"),
+        ("nan", TrainingDiverged, "val_accuracy became nan at epoch 1"),
         ("no_objective", FoldContractError, "lacks the objective metric 'val_accuracy'"),
     ],
 )
@@ -168,7 +168,7 @@ def test_a_rank_that_returns_early_fails_the_fold_naming_it(tmp_path) -> None:
     mp.spawn(_rank_main, args=(job, free_port(), str(tmp_path)), nprocs=2)
     results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert results[1]["error"].startswith(
-        "RankReturnedAlone: rank 1 returned from train_fold after epoch 0, and rank 0 (its "
-        "last report: epoch 0) had not 2 s later"
+        "RankReturnedAlone: rank 1 returned from train_fold after epoch 1, and rank 0 (its "
+        "last report: epoch 1) had not 2 s later"
     )
     assert results[0]["epochs"] == [1] and "error" in results[0]  # its peer left its DDP step

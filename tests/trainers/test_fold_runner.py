@@ -84,7 +84,7 @@ def test_early_stopping_on_the_objective() -> None:
 
 
 def test_nan_loss_raises_training_diverged() -> None:
-    with pytest.raises(TrainingDiverged, match="train_loss became nan at epoch 0"):
+    with pytest.raises(TrainingDiverged, match="train_loss became nan at epoch 1"):
         run_local(_job(params={"mode": "nan"}))
     assert not dist.is_initialized()
 

@@ -115,7 +115,7 @@ def test_a_task_that_never_reports_fails() -> None:
 
 
 def test_a_diverging_task_fails_at_its_epoch() -> None:
-    assert "train_loss became nan at epoch 0" in failure(TINY, params={"mode": "nan"}, epochs=2)
+    assert "train_loss became nan at epoch 1" in failure(TINY, params={"mode": "nan"}, epochs=2)
 
 
 def test_a_declared_metric_never_reported_fails_naming_it() -> None:

@@ -69,6 +69,7 @@ def train_fold(ctx: Any) -> None:
         model.train()
         noise = seen = loss_sum = 0.0
         for batch, y in train:
+            batch, y = batch.to(ctx.device), y.to(ctx.device)
             x, extra = batch[:, :6], batch[:, 6]
             optimizer.zero_grad()
             loss = loss_fn(model(x), y)
@@ -81,6 +82,7 @@ def train_fold(ctx: Any) -> None:
         with torch.no_grad():
             sums = [0.0, 0.0, 0.0]
             for batch, y in val:
+                batch, y = batch.to(ctx.device), y.to(ctx.device)
                 out = model(batch[:, :6])
                 sums[0] += float(loss_fn(out, y)) * len(y)
                 sums[1] += float((out.argmax(1) == y).sum())

@@ -1,0 +1,157 @@
+"""Bad user code in a fold function, on a real local Ray with 2-rank gloo groups: every way it
+can break ends the fold as failed, in one line naming the rank and the cause, within the
+timeout, and leaves no stuck worker behind (the group is killed, or kept when every rank
+stopped at the same report)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import ray
+
+from service.executor import FoldFailed, FoldRunStats, RayExecutor
+from service.executor.failures import fold_failure
+from tests.trainers.fold_jobs import make_job
+from trainers.job import FoldJob
+from trainers.report import EpochReport
+
+CPUS = 0.5
+TIMEOUT = 20.0
+
+
+@pytest.fixture(scope="module")
+def runner() -> Iterator[asyncio.Runner]:
+    with asyncio.Runner() as loop:
+        yield loop
+
+
+@pytest.fixture(scope="module")
+def executor(runner: asyncio.Runner) -> Iterator[RayExecutor]:
+    ex = RayExecutor(num_cpus=2, max_idle_groups=2)
+    runner.run(ex.start())
+    yield ex
+    runner.run(ex.shutdown())
+
+
+def _job(mode: str, **trainer: Any) -> FoldJob:
+    fields: dict[str, Any] = {"epochs": 3, "batch_size": 32, "fold_timeout": TIMEOUT}
+    return make_job(
+        "tests.user_tasks.own_loop",
+        params={"mode": mode, "lr": 0.02},
+        world_size=2,
+        objective={"metric": "val_accuracy", "direction": "maximize"},
+        trial_key="contract",
+        **{**fields, **trainer},
+    )
+
+
+def _fail(runner, executor: RayExecutor, mode: str) -> tuple[FoldFailed, list[int], float]:
+    """Run a fold that must fail: its failure, the epochs it reported, and the seconds from
+    the moment its workers were ready to the failure."""
+    reported: list[int] = []
+    stats = FoldRunStats(world_size=2)
+
+    async def scenario() -> None:
+        run = executor.run_fold(_job(mode), cpus_per_worker=CPUS, gpus_per_worker=0, stats=stats)
+        async for event in run:
+            if isinstance(event, EpochReport):
+                reported.append(event.epoch)
+
+    with pytest.raises(FoldFailed) as info:
+        runner.run(asyncio.wait_for(scenario(), 4 * TIMEOUT))
+    return info.value, reported, stats.wall_seconds - stats.acquire_seconds
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [
+        ("silent", "FoldContractError: train_fold returned without reporting an epoch"),
+        ("text", "FoldContractError: rank 0 reported val_loss='low' (str) at epoch 1"),
+        ("nan", "TrainingDiverged: rank 0 val_accuracy became nan at epoch 1"),
+        ("no_objective", "the report of epoch 1 lacks the objective metric 'val_accuracy'"),
+    ],
+)
+def test_a_bad_report_fails_every_rank_at_once_and_keeps_the_workers(
+    runner, executor, mode, message
+) -> None:
+    failure, reported, seconds = _fail(runner, executor, mode)
+    assert message in failure.message and "\n" not in failure.message
+    assert not failure.retryable and failure.workers_intact and reported == []
+    assert seconds < TIMEOUT
+    assert any(g.shape == (2, CPUS, 0.0) for g in executor.pool.idle_groups)
+
+
+@pytest.mark.slow
+def test_a_rank_that_raises_alone_names_itself_and_its_group_is_killed(runner, executor) -> None:
+    failure, _, seconds = _fail(runner, executor, "raise")
+    assert failure.message == "rank 1: RuntimeError: own loop refuses to go on in epoch 0"
+    assert "own_loop.py" in failure.traceback and not failure.retryable
+    assert seconds < TIMEOUT  # its peer, waiting at the report, learns it at once
+    assert not failure.workers_intact and not executor.pool.busy_groups
+
+
+@pytest.mark.slow
+def test_a_rank_that_returns_early_is_named_within_the_timeout(runner, executor) -> None:
+    failure, reported, seconds = _fail(runner, executor, "early")
+    assert failure.message.startswith(
+        "RankReturnedAlone: rank 1 returned from train_fold after epoch 1, and rank 0 (its "
+        f"last report: epoch 1) had not {TIMEOUT / 4:g} s later"
+    )
+    assert reported == [1] and seconds < TIMEOUT and not failure.retryable
+    assert not executor.pool.busy_groups
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["skip_collective", "sleep"])
+def test_a_deadlock_or_a_hang_ends_at_the_timeout_saying_where_each_rank_was(
+    runner, executor, mode
+) -> None:
+    failure, reported, seconds = _fail(runner, executor, mode)
+    assert failure.message.startswith(
+        f"timed out: the fold run took longer than trainer.fold_timeout ({TIMEOUT:g} s)"
+    )
+    assert not failure.retryable and reported == [] and seconds < TIMEOUT + 20
+    if mode == "skip_collective":  # rank 0 waits in the collective rank 1 skipped
+        assert "rank 0 in train_fold for" in failure.message
+        assert "rank 1 waiting in ctx.report(epoch=0) for" in failure.message
+    else:
+        assert "rank 0 in train_fold" in failure.message
+    assert not executor.pool.busy_groups
+
+
+@pytest.mark.slow
+def test_the_executor_runs_a_sound_fold_after_all_that(runner, executor) -> None:
+    stats = FoldRunStats(world_size=2)
+
+    async def run() -> list[Any]:
+        job = _job("ok")
+        return [
+            e
+            async for e in executor.run_fold(
+                job, cpus_per_worker=CPUS, gpus_per_worker=0, stats=stats
+            )
+        ]
+
+    events = runner.run(asyncio.wait_for(run(), 120))
+    assert [e.epoch for e in events if isinstance(e, EpochReport)] == [1, 2, 3]
+    assert ray.is_initialized()
+
+
+def _task_error(cause: BaseException) -> BaseException:
+    error = ray.exceptions.RayTaskError("run", f"Traceback...\n{cause!r}", cause)
+    return error.as_instanceof_cause()
+
+
+def test_running_out_of_memory_says_what_ran_out() -> None:
+    bare = fold_failure({1: _task_error(MemoryError())}, "t", 2)
+    assert bare.message == "rank 1: MemoryError: the worker ran out of host memory (RAM)"
+    killed = fold_failure({0: ray.exceptions.OutOfMemoryError("killed")}, "t", 1)
+    assert killed.retryable and "the node ran out of host memory" in killed.message
+    gpu = type("OutOfMemoryError", (RuntimeError,), {})()
+    assert fold_failure({0: _task_error(gpu)}, "t", 1).message.endswith(
+        "the GPU ran out of memory"
+    )
