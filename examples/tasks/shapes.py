@@ -200,3 +200,20 @@ def _draw(shape: int, rng: np.random.Generator) -> np.ndarray:
     else:
         image[(distance <= r) & (distance >= r - 1.5)] = 1.0
     return image + 0.05 * rng.normal(size=image.shape)
+
+
+class BuiltInLoop:
+    """The same data and network through foldwise's built-in loop (``build_model``), to
+    compare what an own loop costs: ``task: "examples.tasks.shapes:BuiltInLoop"``, objective
+    ``val_accuracy`` (the built-in loop reports accuracy, not F1)."""
+
+    kind = "classification"
+
+    def load_data(self, options: dict[str, Any]) -> Dataset:
+        return load_data(options)
+
+    def load_eval_data(self, options: dict[str, Any]) -> Dataset:
+        return load_eval_data(options)
+
+    def build_model(self, params: dict[str, Any]) -> nn.Module:
+        return build_net(params)
