@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,7 +28,13 @@ def signed_in_client(
     """A TestClient of the real app (scheduler off unless ``settings`` say otherwise) whose
     requests carry a token of ``role``, named after the role, and come from
     ``client_address``; enter it to start the app."""
-    settings = {"scheduler_enabled": False, **settings}
+    scratch = Path(tempfile.mkdtemp(prefix="foldwise-test-"))  # nothing lands in the checkout
+    settings = {
+        "scheduler_enabled": False,
+        "artifact_dir": scratch / "artifacts",
+        "code_cache_dir": scratch / "code",
+        **settings,
+    }
     config = Settings(
         database_url=database_url,
         upgrade_db=True,
