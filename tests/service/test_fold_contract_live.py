@@ -19,7 +19,7 @@ from trainers.job import FoldJob
 from trainers.report import EpochReport
 
 CPUS = 0.5
-TIMEOUT = 20.0
+TIMEOUT = 12.0
 
 
 @pytest.fixture(scope="module")
