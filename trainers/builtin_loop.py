@@ -42,12 +42,7 @@ class _BuiltinLoop:
         self.model: nn.Module = task.obj.build_model(params)
         self.ddp = ctx.prepare_model(self.model)
         self.optimizer = _optimizer(task, self.model, ctx)
-        options: dict[str, Any] = {"num_workers": trainer.num_workers}
-        if trainer.num_workers > 0:
-            options["persistent_workers"] = True
-        collate = task.hook("collate_fn")
-        if collate is not None:
-            options["collate_fn"] = collate
+        options = loader_options(ctx, task)
         self.train_loader = ctx.prepare_loader(
             ctx.train_dataset, ctx.batch_size, shuffle=True, **options
         )
@@ -238,6 +233,18 @@ def step_scaled(
     for group, lr in zip(groups, own, strict=True):
         group["lr"] = lr
     return float(own[0]) * factor
+
+
+def loader_options(ctx: FoldContext, task: Task) -> dict[str, Any]:
+    """DataLoader options of foldwise's loops: ``trainer.num_workers`` worker processes (kept
+    from epoch to epoch) and the task's ``collate_fn``."""
+    options: dict[str, Any] = {"num_workers": ctx.trainer.num_workers}
+    if ctx.trainer.num_workers > 0:
+        options["persistent_workers"] = True
+    collate = task.hook("collate_fn")
+    if collate is not None:
+        options["collate_fn"] = collate
+    return options
 
 
 def _optimizer(task: Task, model: nn.Module, ctx: FoldContext) -> torch.optim.Optimizer:

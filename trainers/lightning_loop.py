@@ -25,6 +25,7 @@ import torch
 from lightning.pytorch.plugins.environments import ClusterEnvironment
 from lightning.pytorch.strategies import DDPStrategy
 
+from trainers.builtin_loop import loader_options
 from trainers.context import FoldContext
 from trainers.task import Task
 
@@ -164,15 +165,9 @@ def _trainer(ctx: FoldContext, workdir: str, *, own_sampler: bool) -> pl.Trainer
 def _loaders(ctx: FoldContext, task: Task) -> tuple[Any, Any]:
     """DataLoaders over the fold's views; validation shards with padding (as Lightning's
     own sampler does) so ranks that sync what they log per step take as many steps."""
-    settings = ctx.trainer
-    options: dict[str, Any] = {"num_workers": settings.num_workers}
-    if settings.num_workers > 0:
-        options["persistent_workers"] = True
-    collate = task.hook("collate_fn")
-    if collate is not None:
-        options["collate_fn"] = collate
+    options = loader_options(ctx, task)
     train = ctx.prepare_loader(ctx.train_dataset, ctx.batch_size, shuffle=True, **options)
-    val = ctx.prepare_loader(ctx.val_dataset, settings.val_batch_size, shuffle=False, **options)
+    val = ctx.prepare_loader(ctx.val_dataset, ctx.trainer.val_batch_size, shuffle=False, **options)
     return train, val
 
 

@@ -93,6 +93,12 @@ def fold_failure(errors: dict[int, BaseException], label: str, ranks: int) -> Fo
     )
 
 
+def is_root_cause(err: BaseException) -> bool:
+    """Whether ``err`` is an error of the task's own (not a lost worker, a broken process
+    group, or a rank echoing another's failure): no other rank's error could explain it."""
+    return _severity(err) == 0 and not _echo(err)
+
+
 def _echo(err: BaseException) -> bool:
     """Whether ``err`` only says that another rank failed (that rank's error says why)."""
     return isinstance(_cause(err), PeerFailed)

@@ -23,7 +23,7 @@ import ray
 from service.artifact_store import ArtifactStore
 from service.cluster_fit import NodeCapacity
 from service.executor.code_shipping import task_module_paths
-from service.executor.failures import FoldFailed, fold_failure
+from service.executor.failures import FoldFailed, fold_failure, is_root_cause
 from service.executor.pool import TaskCode, WorkerGroup, WorkerPool
 from service.executor.ray_init import init_ray
 from service.metrics import FOLD_QUEUE_WAIT
@@ -38,6 +38,9 @@ __all__ = ["FoldFailed", "FoldRunStats", "RayExecutor", "fold_failure"]
 
 FAILURE_GRACE_S = 10.0
 """After one rank fails, how long to wait for the others to report why (the root cause)."""
+ROOT_CAUSE_GRACE_S = 1.0
+"""The same, when the first error is already the task's own (nothing can outrank it): a
+moment for ranks that failed together, not the stuck peers of one that failed alone."""
 FINISH_GRACE_S = 60.0
 """After one rank finishes cleanly, how long the others may take to finish too: every rank
 trains the same epochs, so all that is left to them is leaving the process group."""
@@ -329,7 +332,9 @@ class RayExecutor:
                     break
                 finished.add(item[1])
             if errors:
-                errors |= await _collect_errors(tasks, queue)
+                (first,) = errors.values()
+                grace = ROOT_CAUSE_GRACE_S if is_root_cause(first) else FAILURE_GRACE_S
+                errors |= await _collect_errors(tasks, queue, grace)
                 raise fold_failure(errors, job.describe(), len(tasks))
         except _DeadlinePassed:
             where = await _rank_statuses(group, run_key, finished)
@@ -500,11 +505,14 @@ async def _next(
         raise _StuckRanks(sorted(set(range(world_size)) - finished)) from None
 
 
-async def _collect_errors(tasks: list[asyncio.Task], queue: asyncio.Queue) -> dict[int, Any]:
-    """Give the other ranks a moment to fail too, so the root cause is among the errors."""
+async def _collect_errors(
+    tasks: list[asyncio.Task], queue: asyncio.Queue, grace: float
+) -> dict[int, Any]:
+    """Give the other ranks ``grace`` seconds to fail too, so the root cause is among the
+    errors (and ranks that all stopped at the same report are seen to)."""
     pending = [t for t in tasks if not t.done()]
     if pending:
-        await asyncio.wait(pending, timeout=FAILURE_GRACE_S)
+        await asyncio.wait(pending, timeout=grace)
     errors: dict[int, Any] = {}
     while not queue.empty():
         kind, rank, payload = queue.get_nowait()

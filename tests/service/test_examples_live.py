@@ -1,6 +1,6 @@
 """The shipped examples through a real service, on 2-rank DDP folds with racing on: an own
-loop (examples/shapes.yaml), a Lightning module (examples/lightning.yaml), and the built-in
-loop on the same data as each, for what the other loops cost."""
+loop (examples/shapes.yaml) and a Lightning module (examples/lightning.yaml).
+benchmarks/loops_end_to_end.py compares what they cost with the built-in loop."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from tests.live_service import LiveService
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-TRIALS = 4
+TRIALS = 3
 
 
 @pytest.fixture(scope="module")
@@ -75,23 +75,3 @@ def test_the_own_loop_example_runs_as_a_study(service: LiveService) -> None:
 def test_the_lightning_example_runs_as_a_study(service: LiveService) -> None:
     study, trials, best = _run(service, _example("lightning.yaml"))
     _check(study, trials, best, "val_acc")
-
-
-def test_the_built_in_loop_on_the_same_data(service: LiveService) -> None:
-    shapes = _example(
-        "shapes.yaml",
-        name="shapes-built-in",
-        objective={"metric": "val_accuracy", "direction": "maximize"},
-        trainer={"task": "examples.tasks.shapes:BuiltInLoop", "options": {"images": 600}},
-    )
-    shapes["trainer"]["num_workers"] = 1
-    study, trials, best = _run(service, shapes)
-    _check(study, trials, best, "val_accuracy")
-    digits = _example(
-        "lightning.yaml",
-        name="digits-built-in",
-        trainer={"task": "digits_mlp", "precision": "bf16"},
-        objective={"metric": "val_accuracy", "direction": "maximize"},
-    )
-    study, trials, best = _run(service, digits)
-    _check(study, trials, best, "val_accuracy")

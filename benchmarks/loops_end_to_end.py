@@ -1,0 +1,102 @@
+"""What each way of training a fold costs end to end: the example studies through a live service.
+
+The own-loop example (examples/shapes.yaml) beside the built-in loop on the same data and
+network, and the Lightning example (examples/lightning.yaml) beside the built-in digits MLP on
+the same data, each a study of 2-rank DDP folds with racing on. Each study runs once to warm
+its workers (a pool per task code), then ``--repeats`` times; the table gives the median wall
+time from submit to the study's end, the fold runs and epochs it trained, and the wall seconds
+per epoch trained. Usage:
+
+    .venv/bin/python benchmarks/loops_end_to_end.py [--trials 6] [--repeats 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.live_service import LiveService  # noqa: E402
+
+
+def _example(file: str, trials: int, **changes: Any) -> dict[str, Any]:
+    spec = copy.deepcopy(yaml.safe_load((ROOT / "examples" / file).read_text()))
+    spec["budget"]["trials"] = trials
+    for section, values in changes.items():
+        spec[section] = {**spec.get(section, {}), **values} if isinstance(values, dict) else values
+    return spec
+
+
+def studies(trials: int) -> list[tuple[str, dict[str, Any]]]:
+    accuracy = {"metric": "val_accuracy", "direction": "maximize"}
+    shapes_builtin = _example(
+        "shapes.yaml",
+        trials,
+        objective=accuracy,
+        trainer={"task": "examples.tasks.shapes:BuiltInLoop", "options": {"images": 600}},
+    )
+    shapes_builtin["trainer"]["num_workers"] = 1
+    return [
+        ("shapes: own loop (train_fold)", _example("shapes.yaml", trials)),
+        ("shapes: built-in loop", shapes_builtin),
+        ("digits: Lightning module", _example("lightning.yaml", trials)),
+        (
+            "digits: built-in loop (digits_mlp)",
+            _example("lightning.yaml", trials, objective=accuracy, trainer={"task": "digits_mlp"}),
+        ),
+    ]
+
+
+def run(service: LiveService, spec: dict[str, Any]) -> tuple[float, int, int]:
+    """Seconds from submit to the end, fold runs and epochs trained."""
+    started = time.monotonic()
+    with service.sdk() as client:
+        study = client.create_study(spec).wait(timeout=1800, poll=0.5)
+        seconds = time.monotonic() - started
+        trials = [study.trial(t.number) for t in study.trials()]
+    if study.status.value != "completed":
+        raise SystemExit(f"{spec['name']} ended {study.status}: {study.data.error}")
+    runs = [f for t in trials for f in t.folds]
+    epochs = sum(1 for f in runs for e in f.epochs if not e.restored)
+    return seconds, len(runs), epochs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=6)
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {"FOLDWISE_TASK_MODULES": "examples"}
+        service = LiveService(f"sqlite:///{tmp}/loops.db", Path(tmp) / "service.log", env=env)
+        service.start()
+        try:
+            for label, spec in studies(args.trials):
+                run(service, spec)  # warms this task's worker pool
+                measured = [run(service, spec) for _ in range(args.repeats)]
+                seconds = statistics.median(m[0] for m in measured)
+                runs, epochs = measured[-1][1], measured[-1][2]
+                rows.append((label, seconds, runs, epochs))
+                print(f"  {label}: {[round(m[0], 1) for m in measured]} s", file=sys.stderr)
+        finally:
+            service.stop()
+    print(f"{args.trials} trials, 3 folds, 2 ranks per fold, racing on; warm workers\n")
+    print("| study | wall s (median) | fold runs | epochs | s per epoch |")
+    print("|---|---:|---:|---:|---:|")
+    for label, seconds, runs, epochs in rows:
+        print(f"| {label} | {seconds:.1f} | {runs} | {epochs} | {seconds / epochs:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
