@@ -14,6 +14,7 @@ stop, the Trainer stops. The module's own optimizers, schedulers and callbacks r
 from __future__ import annotations
 
 import logging
+import os
 import re
 import tempfile
 import warnings
@@ -23,7 +24,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.plugins.environments import ClusterEnvironment
-from lightning.pytorch.strategies import DDPStrategy
+from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 
 from trainers.builtin_loop import loader_options
 from trainers.context import FoldContext
@@ -37,6 +38,9 @@ _NOT_A_NAME = re.compile(r"[^A-Za-z0-9_]")
 def train_lightning(ctx: FoldContext, task: Task) -> None:
     """Fit ``task``'s module on ``ctx``'s fold for ``ctx.epochs`` epochs (or until stopped)."""
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+    # Lightning's launcher sets torch's threads to the machine's cores over its processes
+    # unless OMP_NUM_THREADS says otherwise: keep the share this rank was given.
+    os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
     module = task.obj.build_module(ctx.params)
     datamodule_hook = task.hook("build_datamodule")
     with tempfile.TemporaryDirectory(prefix="foldwise-lightning-") as workdir:
@@ -147,7 +151,7 @@ def _trainer(ctx: FoldContext, workdir: str, *, own_sampler: bool) -> pl.Trainer
     return pl.Trainer(
         accelerator="gpu" if ctx.device.type == "cuda" else "cpu",
         devices=1,
-        strategy=FoldDDPStrategy(ctx),
+        strategy=_strategy(ctx),
         max_epochs=ctx.epochs,
         precision=PRECISION[settings.precision],
         gradient_clip_val=settings.clip_grad_norm,
@@ -160,6 +164,14 @@ def _trainer(ctx: FoldContext, workdir: str, *, own_sampler: bool) -> pl.Trainer
         enable_model_summary=False,
         default_root_dir=workdir,
     )
+
+
+def _strategy(ctx: FoldContext) -> Any:
+    """DDP over the fold's ranks; one rank trains the bare module on its device, as the other
+    loops do (the same arithmetic without DDP's hooks)."""
+    if ctx.world_size == 1:
+        return SingleDeviceStrategy(device=ctx.device)
+    return FoldDDPStrategy(ctx)
 
 
 def _loaders(ctx: FoldContext, task: Task) -> tuple[Any, Any]:
