@@ -8,12 +8,14 @@ environment read from ``ctx`` (Lightning launches nothing); at the end of each t
 (after validation) the metrics the module logged (``self.log``) are reported, the module is
 kept as the fold's model and a checkpoint saved; when racing, pruning or early stopping say
 stop, the Trainer stops. The module's own optimizers, schedulers and callbacks run unchanged;
-``trainer.precision`` and ``trainer.clip_grad_norm`` set the Trainer's.
+``trainer.precision`` and ``trainer.clip_grad_norm`` set the Trainer's, and every optimizer step
+takes the study's learning-rate scaling and warm-up (``ctx.lr_factor``) as the other loops do.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import tempfile
@@ -23,6 +25,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.plugins.environments import ClusterEnvironment
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 
@@ -119,9 +122,13 @@ class FoldDDPStrategy(DDPStrategy):
         return {"num_replicas": self.world_size, "rank": self.global_rank}
 
 
-class _ReportEpochs(pl.Callback):
+class _ReportEpochs(Checkpoint):
     """At the end of each training epoch (after its validation): report what the module
-    logged, keep the module as the fold's model, checkpoint, and stop when told."""
+    logged, keep the module as the fold's model, checkpoint, and stop when told.
+
+    A ``Checkpoint`` so that Lightning calls it after the module's own ``on_train_epoch_end``
+    (as it does ModelCheckpoint and EarlyStopping): what the module logs there is reported
+    with its epoch, not the next."""
 
     def __init__(self, ctx: FoldContext) -> None:
         self.ctx = ctx
@@ -134,6 +141,40 @@ class _ReportEpochs(pl.Callback):
             trainer.should_stop = True
         elif ctx.checkpoint_due:
             ctx.save_checkpoint({"lightning": _dump(trainer)})
+
+
+class _ScaledRate(pl.Callback):
+    """Each optimizer step at ``ctx.lr_factor`` times the rates the module's optimizers hold
+    (the study's scaling by world size, reached by its warm-up): they are multiplied just
+    before the step and put back after the batch, so the module's schedulers step from their
+    own values and its logged rates are its own."""
+
+    def __init__(self, ctx: FoldContext) -> None:
+        self.ctx = ctx
+        self._held: dict[int, tuple[Any, list[float]]] = {}
+
+    def on_before_optimizer_step(
+        self, trainer: pl.Trainer, module: pl.LightningModule, optimizer: Any
+    ) -> None:
+        if id(optimizer) in self._held:  # a second step of the same optimizer in one batch
+            return
+        steps = trainer.num_training_batches
+        step = max(trainer.fit_loop.epoch_loop.batch_idx, 0)
+        if not math.isfinite(steps):  # an iterable dataset: warm up by whole epochs
+            step, steps = 0, 1
+        factor = self.ctx.lr_factor(trainer.current_epoch, step, int(steps))
+        if factor == 1.0:
+            return
+        own = [group["lr"] for group in optimizer.param_groups]
+        self._held[id(optimizer)] = (optimizer, own)
+        for group, lr in zip(optimizer.param_groups, own, strict=True):
+            group["lr"] = lr * factor
+
+    def on_train_batch_end(self, *args: Any) -> None:
+        for optimizer, own in self._held.values():
+            for group, lr in zip(optimizer.param_groups, own, strict=True):
+                group["lr"] = lr
+        self._held.clear()
 
 
 def logged_metrics(metrics: dict[str, Any]) -> dict[str, float]:
@@ -155,11 +196,11 @@ def _trainer(ctx: FoldContext, workdir: str, *, own_sampler: bool) -> pl.Trainer
         max_epochs=ctx.epochs,
         precision=PRECISION[settings.precision],
         gradient_clip_val=settings.clip_grad_norm,
-        callbacks=[_ReportEpochs(ctx)],
+        callbacks=[_ScaledRate(ctx), _ReportEpochs(ctx)],
         use_distributed_sampler=own_sampler,
         num_sanity_val_steps=0,
         logger=False,
-        enable_checkpointing=False,
+        enable_checkpointing=True,  # foldwise's own (_ReportEpochs), in place of Lightning's
         enable_progress_bar=False,
         enable_model_summary=False,
         default_root_dir=workdir,

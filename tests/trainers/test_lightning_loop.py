@@ -7,12 +7,17 @@ from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
+import pytest
 import torch
+import torch.multiprocessing as mp
 
 from tests.trainers.fold_jobs import epochs_of, make_job, run_local
+from tests.user_tasks import lightning_probe as probe
+from trainers.ddp import free_port
+from trainers.fold_runner import run_fold
 from trainers.job import FoldJob
 from trainers.lightning_loop import logged_metrics
-from trainers.report import ArtifactKind, SavedArtifact
+from trainers.report import ArtifactKind, EpochReport, SavedArtifact
 
 TASK = "examples.tasks.lightning_digits"
 
@@ -100,3 +105,53 @@ def test_a_datamodule_factory_gets_the_fold() -> None:
 def test_logged_names_become_report_names() -> None:
     logged = {"val/acc": torch.tensor(0.5), "loss": 2, "vector": torch.ones(3)}
     assert logged_metrics(logged) == {"val_acc": 0.5, "loss": 2.0}
+
+
+def _probe_rank(rank: int, job: FoldJob, port: int, out: Path) -> None:
+    torch.set_num_threads(1)
+    asked: list[int] = []
+
+    def stop_on_rank_1_after_three() -> bool:  # one rank asks: every rank must stop
+        asked.append(1)
+        return rank == 1 and len(asked) >= 3
+
+    reports = []
+    for event in run_fold(
+        job,
+        rank=rank,
+        master_addr="127.0.0.1",
+        master_port=port,
+        num_threads=1,
+        stop_requested=stop_on_rank_1_after_three,
+    ):
+        if isinstance(event, EpochReport):
+            reports.append((event.epoch, event.stopped, event.metrics))
+    torch.save(reports, out / f"rank{rank}.pt")
+
+
+@pytest.mark.slow  # spawns two interpreters that import torch and Lightning
+def test_two_lightning_ranks_split_the_data_scale_the_rate_and_stop_together(
+    tmp_path: Path,
+) -> None:
+    job = make_job(
+        "tests.user_tasks.lightning_probe",
+        world_size=2,
+        epochs=6,
+        batch_size=10,
+        warmup_epochs=1,
+        objective={"metric": "val_loss"},
+    )
+    mp.spawn(_probe_rank, args=(job, free_port(), tmp_path), nprocs=2)
+    reports = torch.load(tmp_path / "rank0.pt", weights_only=False)
+    assert [(epoch, stopped) for epoch, stopped, _ in reports] == [
+        (1, False), (2, False), (3, True),
+    ]  # fmt: skip
+    assert torch.load(tmp_path / "rank1.pt", weights_only=False) == []  # rank 0 reports
+    first, second = reports[0][2], reports[1][2]
+    # the two ranks read the training fold once between them (133 samples, one padded)
+    assert first["train_samples"] == 134 == second["train_samples"]
+    # linear scaling by 2 ranks, reached over the first epoch's steps
+    assert probe.BASE_LR < first["lr_used"] < 2 * probe.BASE_LR
+    assert second["lr_used"] == pytest.approx(2 * probe.BASE_LR)
+    # logged in the module's own on_train_epoch_end: reported with its own epoch
+    assert [metrics["epoch_mark"] for _, _, metrics in reports] == [1.0, 2.0, 3.0]
