@@ -16,7 +16,7 @@ from service.cluster_fit import NodeCapacity, fold_fit_problem
 from service.study_optimizer import build_optimizer
 from service.task_code import CodeCache, CodeSnapshot, TaskCodeError, snapshot_task
 from service.task_policy import Describe, task_choices, task_name_problem, task_profile
-from trainers.task import Loop, TaskNotFound
+from trainers.task import Loop, TaskNotFound, TaskProfile
 
 
 def check_runnable(
@@ -55,12 +55,7 @@ def check_runnable(
         if metric in profile.metrics(gpu=True):
             message += f"; {metric} is what foldwise measures of an epoch, not an objective"
         raise _invalid(("objective", "metric"), message, metric)
-    for setting in unused_trainer_settings(spec.trainer, profile.loop):
-        message = (
-            f"task {name!r} trains with its own train_fold, which trainer.{setting} does not "
-            "reach (it sets the built-in loop and Lightning): read your own setting from "
-            "trainer.options instead"
-        )
+    for setting, message in unused_trainer_settings(spec.trainer, profile, name):
         raise _invalid(("trainer", setting), message, getattr(spec.trainer, setting))
     problem = fold_fit_problem(
         nodes,
@@ -83,17 +78,35 @@ def check_runnable(
 LOOP_SETTINGS = ("precision", "clip_grad_norm", "num_workers", "val_batch_size")
 """Trainer settings foldwise applies in its own loops (built-in, Lightning), not in a task's
 own ``train_fold``: there they would be silently ignored."""
+LOADER_SETTINGS = ("num_workers", "val_batch_size")
+"""Trainer settings of the DataLoaders foldwise builds: a task that builds its own (a Lightning
+``build_datamodule``) would ignore them."""
 
 
-def unused_trainer_settings(trainer: TrainerSpec, loop: Loop) -> list[str]:
-    """The settings a spec gives explicitly that the task's loop would not use."""
-    if loop is not Loop.OWN:
+def unused_trainer_settings(
+    trainer: TrainerSpec, profile: TaskProfile, name: str
+) -> list[tuple[str, str]]:
+    """The settings a spec gives explicitly that the task's loop would not use, each with the
+    words that say so."""
+    if profile.loop is Loop.OWN:
+        unused, builder = LOOP_SETTINGS, "its own train_fold"
+        instead = "(it sets the built-in loop and Lightning): read your own setting from "
+        instead += "trainer.options instead"
+    elif profile.own_loaders:
+        unused, builder = LOADER_SETTINGS, "the DataLoaders of its build_datamodule"
+        instead = "(it sets the DataLoaders foldwise builds): read ctx.trainer there instead"
+    else:
         return []
     defaults = TrainerSpec.model_fields
     return [
-        name
-        for name in LOOP_SETTINGS
-        if name in trainer.model_fields_set and getattr(trainer, name) != defaults[name].default
+        (
+            setting,
+            f"task {name!r} trains with {builder}, which trainer.{setting} does not "
+            f"reach {instead}",
+        )
+        for setting in unused
+        if setting in trainer.model_fields_set
+        and getattr(trainer, setting) != defaults[setting].default
     ]
 
 

@@ -71,6 +71,9 @@ class TaskProfile:
     kind: str
     loop: Loop
     declared_metrics: tuple[str, ...]
+    own_loaders: bool = False
+    """The task builds its DataLoaders itself (``train_fold``, or a Lightning task's
+    ``build_datamodule``), so foldwise's loader settings do not reach them."""
 
     def metrics(self, *, gpu: bool = False) -> list[str]:
         """Every metric an epoch reports: the declared ones and what foldwise measures."""
@@ -79,7 +82,12 @@ class TaskProfile:
 
     def to_json(self) -> str:
         return json.dumps(
-            {"kind": self.kind, "loop": self.loop.value, "metrics": list(self.declared_metrics)}
+            {
+                "kind": self.kind,
+                "loop": self.loop.value,
+                "metrics": list(self.declared_metrics),
+                "own_loaders": self.own_loaders,
+            }
         )
 
     @classmethod
@@ -87,9 +95,14 @@ class TaskProfile:
         """The profile a worker sent, checked to be made of our own values only."""
         data = json.loads(text)
         kind, loop, metrics = data["kind"], Loop(data["loop"]), data["metrics"]
-        if kind not in KINDS or not all(isinstance(m, str) and m.isidentifier() for m in metrics):
+        own_loaders = data.get("own_loaders", False)
+        if (
+            kind not in KINDS
+            or not all(isinstance(m, str) and m.isidentifier() for m in metrics)
+            or not isinstance(own_loaders, bool)
+        ):
             raise ValueError(f"not a task profile: {text[:200]}")
-        return cls(KINDS[KINDS.index(kind)], loop, tuple(str(m) for m in metrics))
+        return cls(KINDS[KINDS.index(kind)], loop, tuple(str(m) for m in metrics), own_loaders)
 
 
 class Task:
@@ -105,10 +118,15 @@ class Task:
         self.kind: str = KINDS[KINDS.index(kind)]
         self.loop = _loop_of(name, obj)
         self.declared_metrics = _declared_metrics(name, obj, self.loop)
+        self.own_loaders = self.loop is Loop.OWN or (
+            self.loop is Loop.LIGHTNING and self.hook("build_datamodule") is not None
+        )
 
     def profile(self) -> TaskProfile:
         """The task's kind, loop and declared metrics (the built-in loop's for a model)."""
-        return TaskProfile(self.kind, self.loop, tuple(self.declared_metrics))
+        return TaskProfile(
+            self.kind, self.loop, tuple(self.declared_metrics), own_loaders=self.own_loaders
+        )
 
     def hook(self, name: str) -> Callable[..., Any] | None:
         """The task's optional function ``name``, or None."""

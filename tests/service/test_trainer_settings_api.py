@@ -67,3 +67,18 @@ def test_the_same_settings_reach_the_built_in_loop_and_lightning(api) -> None:
     assert builtin.status_code == 201, builtin.text
     lightning = _spec("examples.tasks.lightning_digits", "val_acc", **settings)
     assert api.post("/studies", json=lightning).status_code == 201
+
+
+@pytest.mark.parametrize(("setting", "value"), [("num_workers", 2), ("val_batch_size", 64)])
+def test_a_loader_setting_given_to_a_task_that_builds_its_loaders_is_refused(
+    api, setting, value
+) -> None:
+    task = "tests.user_tasks.lightning_datamodule"
+    response = api.post("/studies", json=_spec(task, "val_acc", **{setting: value}))
+    assert response.status_code == 422
+    [error] = response.json()["detail"]
+    assert error["loc"] == ["body", "trainer", setting]
+    assert "the DataLoaders of its build_datamodule" in error["msg"]
+    assert "read ctx.trainer there instead" in error["msg"]
+    settings = {"clip_grad_norm": 1.0, "precision": "bf16"}  # the Trainer's: they reach it
+    assert api.post("/studies", json=_spec(task, "val_acc", **settings)).status_code == 201
