@@ -64,6 +64,8 @@ DISTRIBUTED_TEXT = (
     "Socket Timeout",
 )
 """A rank's process group broke, usually because a peer died: retryable, but only a symptom."""
+RAY_OOM_TEXT = "running low on memory"
+"""What the raylet says of a worker its memory monitor killed."""
 
 
 def fold_failure(errors: dict[int, BaseException], label: str, ranks: int) -> FoldFailed:
@@ -109,7 +111,9 @@ def _describe(cause: BaseException) -> str:
     nothing (a bare ``MemoryError()`` has no text)."""
     first_line = (strip_ansi(str(cause)).strip().splitlines() or [""])[0][:500]
     name = type(cause).__name__
-    if isinstance(cause, ray.exceptions.OutOfMemoryError):
+    if isinstance(cause, ray.exceptions.ActorDiedError):
+        first_line = _death_detail(cause) or first_line
+    if isinstance(cause, ray.exceptions.OutOfMemoryError) or RAY_OOM_TEXT in first_line:
         return (
             "OutOfMemoryError: Ray's memory monitor killed the worker: the node ran out of "
             "host memory (RAM)"
@@ -119,6 +123,18 @@ def _describe(cause: BaseException) -> str:
     if isinstance(cause, MemoryError) and not first_line:
         return "MemoryError: the worker ran out of host memory (RAM)"
     return f"{name}: {first_line}" if first_line else name
+
+
+def _death_detail(err: ray.exceptions.ActorDiedError) -> str:
+    """Why Ray says an actor died, past its stock first line and the actor's ids (the raylet's
+    words: the memory monitor killed it, its process exited, ...), or ""."""
+    lines = strip_ansi(str(err)).splitlines()
+    detail = [
+        line.strip()
+        for line in lines[1:]
+        if line.strip() and not line.startswith("\t") and "never ran" not in line
+    ]
+    return " ".join(detail)[:500]
 
 
 def _severity(err: BaseException) -> int:

@@ -155,3 +155,40 @@ def test_running_out_of_memory_says_what_ran_out() -> None:
     assert fold_failure({0: _task_error(gpu)}, "t", 1).message.endswith(
         "the GPU ran out of memory"
     )
+
+
+def _actor_died(detail: str) -> ray.exceptions.ActorDiedError:
+    """An actor's death as the raylet reports it: Ray's stock line, the actor's ids, then why."""
+    from ray.core.generated.common_pb2 import ActorDiedErrorContext
+
+    context = ActorDiedErrorContext(
+        class_name="FoldWorker", actor_id=bytes(16), pid=4242, error_message=detail
+    )
+    return ray.exceptions.ActorDiedError(context)
+
+
+def test_a_worker_the_memory_monitor_killed_says_the_node_ran_out_of_memory() -> None:
+    monitor = _actor_died(
+        "Task was killed due to the node running low on memory.\n"
+        "Memory on the node (IP: 10.0.0.2) was 23.10GB / 24.00GB (0.96), which exceeds the "
+        "memory usage threshold of 0.95."
+    )
+    failure = fold_failure(
+        {1: monitor, 0: _task_error(RuntimeError("Connection reset by peer"))}, "t", 2
+    )
+    assert failure.retryable
+    assert failure.message == (
+        "workers lost (rank 1): OutOfMemoryError: Ray's memory monitor killed the worker: "
+        "the node ran out of host memory (RAM)"
+    )
+
+
+def test_a_worker_that_died_says_why_ray_thinks_it_did() -> None:
+    exited = _actor_died("Worker unexpectedly exits with a connection error code 2. End of file.")
+    message = fold_failure({0: exited}, "t", 1).message
+    assert message == (
+        "workers lost (rank 0): ActorDiedError: Worker unexpectedly exits with a connection "
+        "error code 2. End of file."
+    )
+    bare = fold_failure({0: ray.exceptions.ActorDiedError()}, "t", 1).message
+    assert bare.endswith("ActorDiedError: The actor died unexpectedly before finishing this task.")
