@@ -110,15 +110,17 @@ class _BuiltinLoop:
                 loss.backward()
             if clip is not None:
                 nn.utils.clip_grad_norm_(self.model.parameters(), clip)
-            self._step(self.ctx.lr_factor(epoch, step, self.steps))
+            self._step(epoch, step)
             if self.scheduler is not None and self.interval == "step":
                 self.scheduler.step()
             loss_sum += loss.detach().double() * len(y)  # no host sync per step
             samples += len(y)
         return float(loss_sum.item()), float(samples)
 
-    def _step(self, factor: float) -> None:
-        self.last_lr = step_scaled(self.optimizer, factor, self.scaler)
+    def _step(self, epoch: int, step: int) -> None:
+        self.last_lr = self.ctx.optimizer_step(
+            self.optimizer, epoch, step, self.steps, scaler=self.scaler
+        )
 
     @torch.no_grad()
     def _validate(self) -> list[float]:
@@ -214,25 +216,6 @@ class _BuiltinLoop:
             self.scheduler.load_state_dict(state["scheduler"])
         if self.scaler is not None and "scaler" in state:
             self.scaler.load_state_dict(state["scaler"])
-
-
-def step_scaled(
-    optimizer: torch.optim.Optimizer, factor: float, scaler: torch.amp.GradScaler | None = None
-) -> float:
-    """The optimizer's step at ``factor`` times the rates its groups hold, which are put back
-    after (so a scheduler keeps working on its own values); the first group's rate used."""
-    groups = optimizer.param_groups
-    own = [group["lr"] for group in groups]
-    for group, lr in zip(groups, own, strict=True):
-        group["lr"] = lr * factor
-    if scaler is not None:
-        scaler.step(optimizer)
-        scaler.update()
-    else:
-        optimizer.step()
-    for group, lr in zip(groups, own, strict=True):
-        group["lr"] = lr
-    return float(own[0]) * factor
 
 
 def loader_options(ctx: FoldContext, task: Task) -> dict[str, Any]:

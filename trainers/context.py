@@ -35,7 +35,7 @@ from trainers.fold_channel import FoldChannel
 from trainers.fold_data import EvalShardSampler, TaskData, array_batches, train_sampler
 from trainers.job import FoldJob
 from trainers.kfold import make_folds
-from trainers.lr_schedule import lr_factor, scale_factor
+from trainers.lr_schedule import lr_factor, scale_factor, step_scaled
 from trainers.task import Task
 
 
@@ -100,14 +100,16 @@ class FoldContext:
         """A training DataLoader over this rank's share of ``dataset``: a DistributedSampler
         (one shuffle per epoch, shared by the ranks, set anew each time the loader is
         iterated), the same number of batches on every rank. ``options`` go to DataLoader
-        (``num_workers``, ``collate_fn``, ...); pinned memory on CUDA by default."""
+        (``num_workers``, ``collate_fn``, ``drop_last``, ...); pinned memory on CUDA by
+        default. ``drop_last`` drops what does not fill a batch, as DataLoader's does (and the
+        sampler deals the ranks equal shares without padding)."""
         sampler = train_sampler(
             len(dataset),  # type: ignore[arg-type]
             rank=self.rank,
             world_size=self.world_size,
             seed=self.seed,
             shuffle=shuffle,
-            drop_last=bool(options.pop("drop_last", False)),
+            drop_last=bool(options.get("drop_last", False)),
         )
         return self._loader(dataset, batch_size, sampler, options)
 
@@ -138,6 +140,22 @@ class FoldContext:
             step=step,
             steps_per_epoch=steps_per_epoch,
         )
+
+    def optimizer_step(
+        self,
+        optimizer: torch.optim.Optimizer,
+        epoch: int,
+        step: int,
+        steps_per_epoch: int,
+        *,
+        scaler: torch.amp.GradScaler | None = None,
+    ) -> float:
+        """``optimizer.step()`` (``scaler.step`` and ``update`` with a gradient scaler) at
+        ``lr_factor(epoch, step, steps_per_epoch)`` times the rates its groups hold, which are
+        put back after, so a scheduler keeps stepping its own values: the study's scaling and
+        warm-up compose with any scheduler, as in the built-in loop. The first group's rate
+        used, to report."""
+        return step_scaled(optimizer, self.lr_factor(epoch, step, steps_per_epoch), scaler)
 
     def sum(self, value: Any) -> Any:
         """``value`` (a number, a list of numbers or a tensor) summed over the ranks; every
@@ -213,7 +231,8 @@ class FoldContext:
             options.setdefault("pin_memory", True)
         batches = array_batches(dataset) if "collate_fn" not in options else None
         if batches is not None:  # arrays: a batch is one slice, not batch_size reads
-            by_batch = BatchSampler(sampler, batch_size, drop_last=False)
+            drop_last = bool(options.pop("drop_last", False))
+            by_batch = BatchSampler(sampler, batch_size, drop_last=drop_last)
             return _EpochLoader(
                 self, sampler, batches, sampler=by_batch, batch_size=None, **options
             )

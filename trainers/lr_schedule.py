@@ -10,6 +10,10 @@ multiplies each parameter group's initial rate, so tasks with per-group rates ke
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 
 def scale_factor(world_size: int, scaling: str) -> float:
@@ -40,3 +44,22 @@ def lr_factor(
         return target
     progress = (epoch + step / max(steps_per_epoch, 1)) / warmup_epochs
     return 1.0 + (target - 1.0) * min(progress, 1.0)
+
+
+def step_scaled(
+    optimizer: torch.optim.Optimizer, factor: float, scaler: torch.amp.GradScaler | None = None
+) -> float:
+    """The optimizer's step at ``factor`` times the rates its groups hold, which are put back
+    after (so a scheduler keeps working on its own values); the first group's rate used."""
+    groups = optimizer.param_groups
+    own = [group["lr"] for group in groups]
+    for group, lr in zip(groups, own, strict=True):
+        group["lr"] = lr * factor
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    for group, lr in zip(groups, own, strict=True):
+        group["lr"] = lr
+    return float(own[0]) * factor

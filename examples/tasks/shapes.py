@@ -7,9 +7,9 @@ What it shows, each a line or two of the loop below:
 - four classes of very different sizes, so the objective is the macro-averaged F1 over the
   whole validation fold (a confusion matrix summed over the ranks), and the loss weights each
   class by the inverse of its share in this fold's training labels;
-- AdamW with ``OneCycleLR`` (its own warm-up) at ``lr`` times the study's scaling by ranks,
-  gradient clipping, and mixed precision: bfloat16 on CPUs, float16 with a gradient scaler on
-  a GPU;
+- AdamW with ``OneCycleLR``, each step at the study's scaling by ranks and warm-up
+  (``ctx.optimizer_step``), gradient clipping, and mixed precision: bfloat16 on CPUs, float16
+  with a gradient scaler on a GPU;
 - checkpoints that a retried attempt resumes from, and the best epoch's model.
 
 Study: ``examples/shapes.yaml``. Check it without a service:
@@ -97,7 +97,7 @@ def train_fold(ctx: Any) -> None:
     counts = np.bincount(ctx.train_targets, minlength=len(CLASSES))
     weights = torch.tensor(counts.sum() / (len(CLASSES) * np.maximum(counts, 1)))
     loss_fn = nn.CrossEntropyLoss(weight=weights.float().to(ctx.device))
-    lr = float(ctx.params.get("lr", 0.01)) * ctx.lr_scale
+    lr = float(ctx.params.get("lr", 0.01))  # one process's rate: ctx.optimizer_step scales it
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     scheduler = torch.optim.lr_scheduler.OneCycleLR(
         optimizer, max_lr=lr, total_steps=ctx.epochs * len(train)
@@ -113,7 +113,7 @@ def train_fold(ctx: Any) -> None:
     for epoch in range(ctx.start_epoch, ctx.epochs):
         model.train()
         loss_sum = seen = 0.0
-        for images, labels in train:
+        for step, (images, labels) in enumerate(train):
             images, labels = images.to(ctx.device), labels.to(ctx.device)
             optimizer.zero_grad(set_to_none=True)
             with _autocast(ctx.device):
@@ -121,8 +121,7 @@ def train_fold(ctx: Any) -> None:
             scaler.scale(loss).backward()
             scaler.unscale_(optimizer)
             nn.utils.clip_grad_norm_(model.parameters(), float(ctx.params.get("clip", 1.0)))
-            scaler.step(optimizer)
-            scaler.update()
+            used_lr = ctx.optimizer_step(optimizer, epoch, step, len(train), scaler=scaler)
             scheduler.step()
             loss_sum += float(loss.detach()) * len(labels)
             seen += len(labels)
@@ -135,7 +134,7 @@ def train_fold(ctx: Any) -> None:
             val_accuracy=float(confusion.diagonal().sum() / confusion.sum()),
             val_loss=val_loss / float(confusion.sum()),
             train_loss=train_loss / samples,
-            lr=scheduler.get_last_lr()[0],
+            lr=used_lr,
         )
         ctx.save_model(net)
         if ctx.should_stop():

@@ -11,8 +11,8 @@ import torch
 
 from tests.trainers.fold_jobs import epochs_of, make_job, run_local
 from tests.user_tasks import hooks
-from trainers.builtin_loop import step_scaled
 from trainers.job import FoldJob
+from trainers.lr_schedule import step_scaled
 
 TASK = "tests.user_tasks.hooks"
 

@@ -17,6 +17,7 @@ from tests.trainers.fold_jobs import epochs_of, make_job, run_local
 from trainers import fold_channel
 from trainers.ddp import free_port
 from trainers.fold_channel import FoldContractError, TrainingDiverged
+from trainers.fold_data import ArrayDataset
 from trainers.fold_runner import run_fold
 from trainers.job import FoldJob
 from trainers.report import ArtifactKind, EpochReport, SavedArtifact
@@ -53,6 +54,12 @@ def look(ctx: Any) -> None:
     SEEN["datasets"] = (ctx.train_dataset, ctx.val_dataset)
     SEEN["train_targets"] = ctx.train_targets
     SEEN["lr"] = (ctx.lr_scale, ctx.lr_factor(0, 0, 10), ctx.sum(2.0), ctx.mean(3.0, weight=2))
+    arrays = ArrayDataset(np.zeros((180, 2)), np.zeros(180), classify=True)  # sliced batches
+    SEEN["batches"] = [
+        [len(y) for _x, y in ctx.prepare_loader(data, 64, **options)]
+        for data in (ctx.train_dataset, arrays)
+        for options in ({}, {"drop_last": True})
+    ]
     ctx.report(0, val_accuracy=torch.tensor(0.5), val_loss=np.float32(0.25), train_noise=0)
 
 
@@ -92,6 +99,7 @@ def test_the_context_says_which_fold_this_is_and_gives_its_data_lazily() -> None
     assert list(train_set.indices) == train.tolist()
     assert np.bincount(SEEN["train_targets"]).tolist() == [90, 90]  # stratified
     assert SEEN["lr"] == (1.0, 1.0, 2.0, 3.0)  # one rank: nothing to scale or sum
+    assert SEEN["batches"] == [[64, 64, 52], [64, 64]] * 2  # drop_last as DataLoader's
     (report,) = epochs_of(events)
     assert report.epoch == 1 and report.metrics["val_accuracy"] == 0.5
     assert report.metrics["val_loss"] == 0.25 and "epoch_seconds" in report.metrics
