@@ -16,6 +16,7 @@ import typer
 from rich.markup import escape
 
 from foldwise.cli_output import console, fail
+from foldwise.limits import DEFAULT_CHECK_TIMEOUT_S, MAX_FOLD_TIMEOUT_S
 from foldwise.spec import Direction
 
 if TYPE_CHECKING:
@@ -89,6 +90,15 @@ def check(
     ] = None,
     device: Annotated[Device, typer.Option(help="cuda: one GPU a rank, NCCL")] = Device.CPU,
     seed: Annotated[int, typer.Option(help="Study seed: the folds and initial weights")] = 0,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            min=1,
+            max=MAX_FOLD_TIMEOUT_S,
+            help="Seconds the fold may take (trainer.fold_timeout); a rank still training then "
+            "fails the check, saying where each rank was",
+        ),
+    ] = DEFAULT_CHECK_TIMEOUT_S,
 ) -> None:
     """Train one fold of a task here, without a service or Ray, as a study's trial would.
 
@@ -118,10 +128,14 @@ def check(
             precision=None if precision is None else precision.value,
             device=device.value,
             seed=seed,
+            timeout=timeout,
         )
         console.print(_header(prepared, params_value), soft_wrap=True)
+        data, notes = task_check.inspect_data(prepared)
+        for note in notes:
+            console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
         reports = []
-        for report in task_check.run_check(prepared):
+        for report in task_check.run_check(prepared, data=data):
             reports.append(report)
             shown = task_check.shown_metrics(prepared, report)
             console.print(_epoch_line(report, shown), soft_wrap=True)

@@ -25,6 +25,8 @@ MAX_FOLD_TIMEOUT_S = 7 * 24 * 3600.0
 """A fold run's ``trainer.fold_timeout``: one week."""
 DEFAULT_FOLD_TIMEOUT_S = 3600.0
 """A fold run with no epoch left to report after an hour is treated as hung."""
+DEFAULT_CHECK_TIMEOUT_S = 600.0
+"""How long ``foldwise task check`` lets its fold train before it fails as hung."""
 MAX_CPUS_PER_WORKER = 1024.0
 MIN_CPUS_PER_WORKER = 0.01
 MAX_GPUS_PER_WORKER = 64.0

@@ -12,6 +12,7 @@ import contextlib
 import io
 import queue
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -36,6 +37,14 @@ ABANDON_JOIN_S = 30.0
 _DONE = object()
 
 
+class FoldTimedOut(TimeoutError):
+    """A local run took longer than its ``timeout``; ``where`` says where this rank was."""
+
+    def __init__(self, seconds: float, where: str) -> None:
+        super().__init__(f"timed out after {seconds:g} s: {where}")
+        self.seconds, self.where = seconds, where
+
+
 class FoldRunner:
     """Rank ``rank`` of ``job``: ``events()`` trains it and yields what rank 0 reports.
 
@@ -45,6 +54,9 @@ class FoldRunner:
     ``stop_requested`` is asked at each report: once it says yes on any rank, every rank's
     ``should_stop()`` says so at that epoch (marked ``stopped``) and no model is sent.
     ``restore``: the checkpoint a resumed attempt (``job.resume``) continues from.
+    ``timeout``: the most seconds the run may take before ``events()`` raises ``FoldTimedOut``
+    (a local run of one rank; the service times its fold runs out itself and asks each rank's
+    ``status``, as ``foldwise task check`` does of its spawned ranks).
     """
 
     def __init__(
@@ -61,6 +73,7 @@ class FoldRunner:
         num_threads: int | None = None,
         stop_requested: Callable[[], bool] | None = None,
         restore: bytes | None = None,
+        timeout: float | None = None,
     ) -> None:
         if not 0 <= rank < job.world_size:
             raise ValueError(f"rank must be in [0, {job.world_size}), got {rank}")
@@ -70,6 +83,7 @@ class FoldRunner:
         self.data, self.num_threads = data, num_threads
         self.stop_requested = stop_requested
         self.restore = restore
+        self.timeout = timeout
         self.channel: FoldChannel | None = None
         self._abandoned = threading.Event()
         self._error: BaseException | None = None
@@ -84,6 +98,7 @@ class FoldRunner:
         """Train the fold; yield rank 0's reports and saved files. The process group is
         always destroyed on exit; errors of the fold function come out unchanged."""
         job = self.job
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
         task = resolve_task(job.task)
         data = self.data or load_task_data(task, job.trainer.options)
         if self.num_threads is not None:
@@ -130,14 +145,27 @@ class FoldRunner:
                 target=self._train, args=(task, ctx, outbox), name="foldwise-fold", daemon=True
             )
             thread.start()
+            waited = ABANDON_JOIN_S
             try:
-                while (event := outbox.get()) is not _DONE:
+                while (event := self._next(outbox, deadline)) is not _DONE:
                     yield event
+            except FoldTimedOut:
+                waited = 0.0  # the fold function is stuck: it would not reach a report
+                raise
             finally:
                 self._abandoned.set()  # a no-op once the fold function has returned
-                thread.join(ABANDON_JOIN_S)
+                thread.join(waited)
         if self._error is not None:
             raise self._error
+
+    def _next(self, outbox: queue.Queue, deadline: float | None) -> Any:
+        """The fold thread's next event, or ``FoldTimedOut`` once the deadline has passed."""
+        if deadline is None:
+            return outbox.get()
+        try:
+            return outbox.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            raise FoldTimedOut(self.timeout or 0.0, self.status()) from None
 
     def _train(self, task: Task, ctx: FoldContext, outbox: queue.Queue) -> None:
         """The fold thread: resume, run the fold function, check every rank ended alike."""

@@ -10,21 +10,25 @@ fit the data, a metric declared but never reported) raises ``CheckFailed`` with 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+import numpy as np
 import torch
 import torch.multiprocessing as mp
 from pydantic import ValidationError
 
+from foldwise.limits import DEFAULT_CHECK_TIMEOUT_S
 from foldwise.spec import Objective, TrainerSpec
 from trainers.ddp import free_port
 from trainers.fold_channel import FoldContractError, RankReturnedAlone
-from trainers.fold_runner import run_fold
+from trainers.fold_data import TaskData, array_batches, load_task_data
+from trainers.fold_runner import FoldRunner, FoldTimedOut, run_fold
 from trainers.job import FoldJob
 from trainers.objective import fold_value
 from trainers.rank_exchange import PeerFailed, RunAbandoned
@@ -37,7 +41,7 @@ BUILTIN_TIMINGS = frozenset({"train_seconds", "val_seconds", "samples_per_second
 foldwise measures is (the epoch's time is shown apart)."""
 PEER_GRACE_S = 10.0
 """How long the other ranks have to end once one failed, before they are terminated."""
-_OURS = (FoldContractError, RankReturnedAlone, PeerFailed, RunAbandoned)
+_OURS = (FoldContractError, RankReturnedAlone, PeerFailed, RunAbandoned, FoldTimedOut)
 """foldwise's own errors of a fold run: their message says it all, in one line."""
 
 
@@ -82,11 +86,14 @@ def prepare_check(
     precision: str | None = None,
     device: str = "cpu",
     seed: int = 0,
+    timeout: float = DEFAULT_CHECK_TIMEOUT_S,
 ) -> TaskCheck:
     """The check of fold ``fold`` of ``folds`` of task ``name`` with ``params``, as a study's
     trial would run it: ``epochs`` and ``batch_size`` win over the same names in ``params``.
     The objective defaults to the task's first declared metric (``val_loss`` for the built-in
-    loop). Nothing is trained yet; ``CheckFailed`` says what would stop a study at once."""
+    loop). ``timeout``: seconds the run may take (``trainer.fold_timeout``); a rank still
+    training then fails the check, saying where each rank was. Nothing is trained yet;
+    ``CheckFailed`` says what would stop a study at once."""
     params = dict(params or {})
     try:
         task = resolve_task(name)
@@ -108,6 +115,7 @@ def prepare_check(
     explicit = {"epochs": epochs, **({} if batch_size is None else {"batch_size": batch_size})}
     searched = {k: v for k, v in params.items() if k not in explicit}
     settings = {**explicit, **({} if precision is None else {"precision": precision})}
+    settings["fold_timeout"] = timeout
     try:
         trainer = TrainerSpec(task=name, options=dict(options or {}), **settings)
         # as a trial's: the params' searched settings, then checked against their bounds
@@ -138,17 +146,48 @@ def default_metric(task: Task) -> str:
     return "val_loss" if task.loop is Loop.BUILTIN else task.declared_metrics[0]
 
 
-def run_check(check: TaskCheck, *, num_threads: int | None = None) -> Iterator[EpochReport]:
+def inspect_data(check: TaskCheck) -> tuple[TaskData | None, list[str]]:
+    """The task's data, loaded once here, and notes on what a study would take from it without
+    a word but its author likely does not want: a Dataset that reads a sample differently each
+    time (random transforms) and no ``load_eval_data``, so the validation folds would be read
+    augmented too. (None, []) when the data does not load: the run says why."""
+    task = check.task
+    try:
+        data = load_task_data(task, check.job.trainer.options)
+    except Exception:
+        return None, []
+    if task.hook("load_eval_data") is not None or array_batches(data.dataset) is not None:
+        return data, []
+    try:
+        first, again = data.dataset[0], data.dataset[0]
+        if _same(first, again):
+            return data, []
+    except Exception:  # a sample that does not read: the run says why
+        return data, []
+    return data, [
+        f"load_data's Dataset reads sample 0 differently each time (random transforms?) and "
+        f"task {task.name!r} has no load_eval_data, so the validation folds are read with them "
+        "too: give load_eval_data(options), the same samples without augmentation"
+    ]
+
+
+def run_check(
+    check: TaskCheck, *, num_threads: int | None = None, data: TaskData | None = None
+) -> Iterator[EpochReport]:
     """Train ``check``'s fold and yield rank 0's report of each epoch as it comes; any error
     of the run is a ``CheckFailed`` naming it in one line. ``num_threads``: torch's threads
-    per rank (default: its own for one rank, the CPUs shared out for several)."""
+    per rank (default: its own for one rank, the CPUs shared out for several); ``data``: the
+    task's data already loaded (one rank reads it; spawned ranks load their own)."""
     job = check.job
     if job.world_size > 1 and num_threads is None:
         num_threads = max(1, (torch.get_num_threads() or 1) // job.world_size)
-    run = _run_here if job.world_size == 1 else _run_spawned
     reported = 0
     try:
-        for report in run(check, num_threads):
+        if job.world_size == 1:
+            reports = _run_here(check, num_threads, data)
+        else:
+            reports = _run_spawned(check, num_threads)
+        for report in reports:
             reported += 1
             yield report
     except _RankError as err:
@@ -209,14 +248,18 @@ def describe_error(err: BaseException, task_name: str) -> str:
 # -- one rank, here -----------------------------------------------------------------------
 
 
-def _run_here(check: TaskCheck, num_threads: int | None) -> Iterator[EpochReport]:
+def _run_here(
+    check: TaskCheck, num_threads: int | None, data: TaskData | None
+) -> Iterator[EpochReport]:
     events = run_fold(
         check.job,
+        data=data,
         rank=0,
         master_addr="127.0.0.1",
         master_port=free_port(),
         num_threads=num_threads,
         device="cuda:0" if check.device == "cuda" else "cpu",
+        timeout=check.job.trainer.fold_timeout,
     )
     try:
         for event in events:
@@ -227,6 +270,16 @@ def _run_here(check: TaskCheck, num_threads: int | None) -> Iterator[EpochReport
 
 
 # -- several ranks, spawned ---------------------------------------------------------------
+
+
+class _RankEnd(NamedTuple):
+    """How a spawned rank failed: ``line`` says it in one line; ``echo``: it only echoes
+    another rank's failure; ``timed_out``: the run took too long (``line`` says where the rank
+    was)."""
+
+    line: str
+    echo: bool = False
+    timed_out: bool = False
 
 
 class _RankError(Exception):
@@ -240,7 +293,7 @@ class _RankError(Exception):
 def _run_spawned(check: TaskCheck, num_threads: int | None) -> Iterator[EpochReport]:
     """Rank r of the job in spawned process r; rank 0 sends its reports here through a queue,
     every rank its end: ("report", 0, EpochReport), ("done", rank, None) or ("error", rank,
-    (line, whether it only echoes another rank's failure))."""
+    _RankEnd)."""
     world = check.job.world_size
     events = mp.get_context("spawn").SimpleQueue()
     ranks = mp.start_processes(
@@ -250,7 +303,7 @@ def _run_spawned(check: TaskCheck, num_threads: int | None) -> Iterator[EpochRep
         join=False,
         start_method="spawn",
     )
-    ended: dict[int, tuple[str, bool] | None] = {}
+    ended: dict[int, _RankEnd | None] = {}
     try:
         while len(ended) < world:
             if events.empty():
@@ -264,7 +317,7 @@ def _run_spawned(check: TaskCheck, num_threads: int | None) -> Iterator[EpochRep
                 ended[rank] = payload
                 if payload is not None:
                     _wait_for_peers(events, ranks.processes, ended)
-                    raise _RankError(_first_cause(ended))
+                    raise _RankError(_first_cause(ended, check.job.trainer.fold_timeout))
     finally:
         for process in ranks.processes:
             if process.is_alive():
@@ -276,22 +329,37 @@ def _run_spawned(check: TaskCheck, num_threads: int | None) -> Iterator[EpochRep
 def _rank_main(
     rank: int, job: FoldJob, device: str, port: int, num_threads: int | None, events: Any
 ) -> None:
-    """One spawned rank: run the fold, send rank 0's reports and this rank's end."""
+    """One spawned rank: run the fold, send rank 0's reports and this rank's end. Past the
+    job's ``fold_timeout`` it sends where it is at once (a rank stuck in a collective could
+    not say so later); the parent then ends every rank."""
+    runner = FoldRunner(
+        job,
+        rank=rank,
+        master_addr="127.0.0.1",
+        master_port=port,
+        num_threads=num_threads,
+        device=f"cuda:{rank}" if device == "cuda" else "cpu",
+    )
+    watchdog = threading.Timer(
+        job.trainer.fold_timeout,
+        lambda: events.put(
+            ("error", rank, _RankEnd(f"rank {rank} {runner.status()}", timed_out=True))
+        ),
+    )
+    watchdog.daemon = True
+    watchdog.start()
     try:
-        for event in run_fold(
-            job,
-            rank=rank,
-            master_addr="127.0.0.1",
-            master_port=port,
-            num_threads=num_threads,
-            device=f"cuda:{rank}" if device == "cuda" else "cpu",
-        ):
+        for event in runner.events():
             if isinstance(event, EpochReport):
                 events.put(("report", rank, event))
     except Exception as err:
         echo = isinstance(err, PeerFailed | RunAbandoned)
-        events.put(("error", rank, (f"rank {rank}: {describe_error(err, job.task)}", echo)))
+        events.put(
+            ("error", rank, _RankEnd(f"rank {rank}: {describe_error(err, job.task)}", echo))
+        )
         return  # exit code 0: a rank that exits otherwise died without a word
+    finally:
+        watchdog.cancel()
     events.put(("done", rank, None))
 
 
@@ -319,10 +387,31 @@ def _raise_if_a_rank_died(events: Any, processes: list[Any], ended: dict[int, An
         raise _RankError(f"rank {rank}'s process {how} without a word")
 
 
-def _first_cause(ended: dict[int, tuple[str, bool] | None]) -> str:
-    """The failure to show: the lowest rank's that does not echo another rank's."""
-    failures = [(echo, rank, line) for rank, end in ended.items() if end for line, echo in [end]]
-    return min(failures)[2]
+def _same(a: Any, b: Any) -> bool:
+    """Whether two reads of a sample are equal (tensors, arrays, numbers, and nests of them)."""
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and bool(torch.equal(a, b))
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return a.shape == b.shape and bool(np.array_equal(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    try:
+        return bool(a == b)
+    except Exception:  # a value with no plain equality: take it as the same
+        return True
+
+
+def _first_cause(ended: dict[int, _RankEnd | None], timeout: float) -> str:
+    """The failure to show: the lowest rank's that does not echo another rank's; when the run
+    timed out, where every rank that timed out was."""
+    failures = {rank: end for rank, end in ended.items() if end is not None}
+    _rank, first = min(failures.items(), key=lambda item: (item[1].echo, item[0]))
+    if not first.timed_out:
+        return first.line
+    where = "; ".join(end.line for _rank, end in sorted(failures.items()) if end.timed_out)
+    return f"timed out after {timeout:g} s (--timeout): {where}"
 
 
 # -- inside -------------------------------------------------------------------------------

@@ -152,3 +152,30 @@ def test_two_workers_train_as_spawned_gloo_ranks() -> None:
     assert [n for n, _ in epochs] == [1, 2]
     assert epochs[-1][1]["lr"] == pytest.approx(0.1)  # the rate scaled by the two ranks
     assert result.stdout.splitlines()[-1].startswith("ok: 2 epochs; val_loss best ")
+
+
+class _AugmentsValidationToo:
+    """The own-loop task's data, read with augmentation for validation too (no
+    load_eval_data): a check trains it, and says so."""
+
+    metrics = ["val_loss", "val_accuracy", "train_noise", "train_loss"]
+
+    def load_data(self):
+        from tests.user_tasks.own_loop import Points
+
+        return Points(augment=True)
+
+    def train_fold(self, ctx) -> None:
+        from tests.user_tasks.own_loop import train_fold
+
+        train_fold(ctx)
+
+
+def test_a_dataset_that_augments_validation_too_is_noted() -> None:
+    result = check(f"{__name__}:_AugmentsValidationToo", "--epochs", "1")
+    assert result.exit_code == 0, result.output
+    note = result.stdout.splitlines()[1]
+    assert note.startswith("note: load_data's Dataset reads sample 0 differently each time")
+    assert "has no load_eval_data, so the validation folds are read with them too" in note
+    clean = check("tests.user_tasks.own_loop", "--epochs", "1")
+    assert clean.exit_code == 0 and "note:" not in clean.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -160,3 +161,49 @@ def test_two_ranks_stream_rank_0s_reports() -> None:
     _, reports, summary = run(TINY, params={"lr": 0.05}, epochs=2, workers=2)
     assert [r.epoch for r in reports] == [1, 2] and summary.epochs == 2
     assert reports[-1].metrics["lr"] == pytest.approx(0.1)  # scaled by the two ranks
+
+
+def test_a_fold_past_the_timeout_fails_saying_where_it_was() -> None:
+    started = time.monotonic()
+    message = failure(OWN, params={"mode": "sleep"}, epochs=2, timeout=2)
+    assert message == (
+        f"task '{OWN}' failed before its first report: timed out after 2 s: in train_fold for 2 s"
+    )
+    assert time.monotonic() - started < 30  # not the abandoned thread's grace
+
+
+@pytest.mark.slow  # two spawned interpreters import torch
+def test_two_ranks_deadlocked_in_a_collective_fail_at_the_timeout_naming_each() -> None:
+    # rank 0 waits in an all_reduce that rank 1 skipped; rank 1 waits for rank 0's report
+    message = failure(OWN, params={"mode": "skip_collective"}, workers=2, epochs=2, timeout=8)
+    assert message.startswith(
+        f"task '{OWN}' failed before its first report: timed out after 8 s (--timeout): "
+        "rank 0 in train_fold for "
+    )
+    assert "; rank 1 waiting in ctx.report(epoch=0) for " in message  # its own words
+
+
+class _NoData:
+    def build_model(self, params: dict) -> torch.nn.Module:
+        return torch.nn.Linear(4, 2)
+
+
+class _WrongShape:
+    """Six features in the data, a model that takes five."""
+
+    def load_data(self) -> tuple:
+        return torch.zeros(40, 6).numpy(), (torch.arange(40) % 2).numpy()
+
+    def build_model(self, params: dict) -> torch.nn.Module:
+        return torch.nn.Linear(5, 2)
+
+
+def test_a_task_without_load_data_fails_before_training() -> None:
+    with pytest.raises(CheckFailed, match="has no load_data"):
+        prepare_check(f"{__name__}:_NoData")
+
+
+def test_a_model_that_does_not_fit_the_data_is_one_line() -> None:
+    message = failure(f"{__name__}:_WrongShape", epochs=1)
+    assert message.startswith(f"task '{__name__}:_WrongShape' failed before its first report: ")
+    assert "RuntimeError: mat1 and mat2 shapes cannot be multiplied (26x6 and 5x2)" in message
