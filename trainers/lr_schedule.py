@@ -4,7 +4,8 @@ The task's learning rate `lr` is the single-process rate. DDP ranks average thei
 with `linear` scaling the target rate is `world_size * lr` (`sqrt`: `sqrt(world_size) * lr`,
 `none`: `lr`). Warm-up ramps the rate linearly *per optimizer step* from `lr` to the target over
 the first `warmup_epochs` epochs, then holds it. Everything here is expressed as a factor that
-multiplies each parameter group's initial rate, so tasks with per-group rates keep their ratios.
+multiplies each parameter group's rate, so tasks with per-group rates keep their ratios;
+`step_scaled` applies it around one optimizer step only, so a scheduler keeps its own values.
 """
 
 from __future__ import annotations
