@@ -38,8 +38,8 @@ from foldwise.spec import Objective, TrainerSpec  # noqa: E402
 from trainers.ddp import free_port, process_group  # noqa: E402
 from trainers.fold_runner import run_fold  # noqa: E402
 from trainers.job import FoldJob  # noqa: E402
-from trainers.kfold import make_folds  # noqa: E402
 from trainers.report import EpochReport  # noqa: E402
+from trainers.splits import make_folds  # noqa: E402
 
 TASKS = "benchmarks.throughput_tasks"
 VARIANTS = {

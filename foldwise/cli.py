@@ -19,13 +19,15 @@ from pydantic import ValidationError
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from foldwise import __version__, cli_output, cli_render
+from foldwise import __version__, cli_holdout, cli_output, cli_render
+from foldwise.cli_options import PollInterval, StudyId, UrlOption, client_for
 from foldwise.cli_output import console, err_console, fail, fail_without_server, program_name
 from foldwise.cli_task import task_app
 from foldwise.cli_tokens import token_app
-from foldwise.client import DEFAULT_URL, MAX_POLL_SECONDS, TRIAL_SORT, Client, Study
+from foldwise.client import DEFAULT_URL, TRIAL_SORT, Client
 from foldwise.errors import FoldwiseError
 from foldwise.schemas import StudyStatus, TrialStatus
+from foldwise.study import Study
 
 
 class FoldwiseGroup(TyperGroup):
@@ -49,11 +51,6 @@ app.add_typer(db_app, name="db")
 app.add_typer(token_app, name="token")
 app.add_typer(task_app, name="task")
 
-UrlOption = Annotated[
-    str | None,
-    typer.Option("--url", help="Service URL [default: the global --url]", show_default=False),
-]
-
 
 def _trial_sort(value: str) -> str:
     if not TRIAL_SORT.fullmatch(value):
@@ -61,15 +58,6 @@ def _trial_sort(value: str) -> str:
             "use best, or number, value, duration or params.<name>; '-' first for descending"
         )
     return value
-
-
-StudyId = Annotated[int, typer.Argument(help="Study id", show_default=False)]
-
-
-PollInterval = Annotated[
-    float,
-    typer.Option(min=0.1, max=MAX_POLL_SECONDS, help="Seconds between polls"),
-]
 
 
 def _version(value: bool) -> None:
@@ -98,12 +86,6 @@ def main(
     ] = False,
 ) -> None:
     ctx.obj = {"url": url, "token": token}
-
-
-def _client(ctx: typer.Context, url: str | None) -> Client:
-    """A client for the command's ``--url``, else the global one, with the global token."""
-    root = ctx.find_root().obj or {}
-    return Client(url or root.get("url") or DEFAULT_URL, token=root.get("token"))
 
 
 @app.command()
@@ -161,7 +143,7 @@ def submit(
     url: UrlOption = None,
 ) -> None:
     """Validate a study spec, create the study, and say where to watch it."""
-    with _client(ctx, url) as client:
+    with client_for(ctx, url) as client:
         study = client.create_study(spec)
         console.print(f"created study [bold]{study.id}[/] ({escape(study.name)})")
         console.print(f"dashboard: {client.url}/dashboard/studies/{study.id}", soft_wrap=True)
@@ -179,7 +161,7 @@ def studies(
     url: UrlOption = None,
 ) -> None:
     """List studies with their progress and best value."""
-    with _client(ctx, url) as client:
+    with client_for(ctx, url) as client:
         rows = client.list_studies(status)
     if not rows:
         console.print("no studies")
@@ -190,7 +172,7 @@ def studies(
 @app.command()
 def status(ctx: typer.Context, study_id: StudyId, url: UrlOption = None) -> None:
     """Show a study: spec summary, status, progress and best trial."""
-    with _client(ctx, url) as client:
+    with client_for(ctx, url) as client:
         console.print(cli_render.study_details(client.fetch_study(study_id)))
 
 
@@ -205,7 +187,7 @@ def watch(
 
     Exits 0 when the study completed or was stopped, 1 when it failed.
     """
-    with _client(ctx, url) as client:
+    with client_for(ctx, url) as client:
         _follow(client.get_study(study_id), interval, _command(client))
 
 
@@ -246,7 +228,7 @@ def trials(
     if output is not None and not csv:
         raise typer.BadParameter("--output writes the CSV: add --csv", param_hint="--output")
     if csv:
-        with _client(ctx, url) as client:
+        with client_for(ctx, url) as client:
             chunks = client.iter_trials_csv(study_id, status=status, sort=sort)
             try:
                 cli_output.write_chunks(chunks, output)
@@ -255,7 +237,7 @@ def trials(
         if output is not None:
             console.print(f"wrote the trials of study {study_id} to {escape(str(output))}")
         return
-    with _client(ctx, url) as client:
+    with client_for(ctx, url) as client:
         page = client.fetch_trials(study_id, status=status, sort=sort, limit=limit)
         folds = None
         if any(trial.status is TrialStatus.PRUNED for trial in page.data):  # "2/5 folds"
@@ -269,7 +251,7 @@ def trials(
 @app.command()
 def best(ctx: typer.Context, study_id: StudyId, url: UrlOption = None) -> None:
     """Show the best trial so far: value ± standard error and its parameters."""
-    with _client(ctx, url) as client:
+    with client_for(ctx, url) as client:
         study = client.fetch_study(study_id)
     if study.best_trial is None:
         fail(f"study {study_id} has no completed trial yet")
@@ -286,10 +268,15 @@ def stop(
     url: UrlOption = None,
 ) -> None:
     """Stop a study: no new trials, running ones are cancelled."""
-    with _client(ctx, url) as client:
+    with client_for(ctx, url) as client:
         study = client.get_study(study_id).stop(wait=wait)
     state = "stopping" if study.data.stop_requested else study.status.value
     console.print(f"study {study.id} ({escape(study.name)}) is {state}")
+
+
+app.command()(cli_holdout.holdout)
+app.command()(cli_holdout.refit)
+app.command()(cli_holdout.models)
 
 
 @db_app.command("upgrade")

@@ -1,19 +1,18 @@
 """The Python SDK: a synchronous client of the foldwise REST API (DESIGN §4, §9).
 
-``Client`` speaks HTTP and turns failures into ``foldwise.errors``; ``Study`` is a handle on one
-study that re-reads it from the service on demand. Nothing here talks to the database.
+``Client`` speaks HTTP and turns failures into ``foldwise.errors``; ``Study``
+(``foldwise.study``) is a handle on one study that re-reads it from the service on demand.
+Nothing here talks to the database.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import httpx
 from pydantic import BaseModel, ValidationError
@@ -33,18 +32,12 @@ from foldwise.held_responses import HeldResponses
 from foldwise.spec import StudySpec
 from foldwise.spec_text import SpecTextError, parse_spec_text
 from foldwise.strict_json import StrictJSONError, loads_strict
-from foldwise.trials_csv import read_trials_csv
-
-if TYPE_CHECKING:
-    import pandas
+from foldwise.study import PAGE_SIZE, Study, all_pages
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 TRIAL_SORT = re.compile(r"best|-?(number|value|duration|params\.\S+)")
 """Orders of a trial list: `best`, or number, value, duration or params.<name>, `-` descending.
 The service checks that a named parameter is in the study's space."""
-MAX_POLL_SECONDS = 3600.0
-"""The longest wait between two polls of ``Study.wait`` (and the CLI's ``--interval``)."""
-_PAGE_SIZE = 1000  # the API's maximum page size
 _GATEWAY_ERRORS = (502, 503, 504)
 
 M = TypeVar("M", bound=BaseModel)
@@ -132,7 +125,7 @@ class Client:
 
     def list_studies(self, status: schemas.StudyStatus | str | None = None) -> list[Study]:
         """Every study (optionally only those in ``status``), read page by page."""
-        pages = _all_pages(lambda at: self.fetch_studies(status, limit=_PAGE_SIZE, offset=at))
+        pages = all_pages(lambda at: self.fetch_studies(status, limit=PAGE_SIZE, offset=at))
         return [Study(self, data) for data in pages]
 
     def fetch_study(self, study_id: int) -> schemas.Study:
@@ -199,6 +192,54 @@ class Client:
         path = f"/studies/{study_id}/stop"
         data = self._request("POST", path, missing=f"study {study_id} not found")
         return _parse(schemas.Study, data)
+
+    def request_holdout(
+        self,
+        study_id: int,
+        *,
+        score: str | None = None,
+        trial: int | None = None,
+        epochs: int | None = None,
+    ) -> schemas.Study:
+        """Ask for an ended study's score on the task's test data (``POST .../holdout``): the
+        study, whose ``holdout`` says how far the score is."""
+        body = _body(score=score, trial=trial, epochs=epochs)
+        path = f"/studies/{study_id}/holdout"
+        data = self._request("POST", path, json=body, missing=f"study {study_id} not found")
+        return _parse(schemas.Study, data)
+
+    def request_refit(
+        self, study_id: int, *, trial: int | None = None, epochs: int | None = None
+    ) -> schemas.Refit:
+        """Ask for a refit of an ended study's best (or named) trial on all its training data."""
+        body = _body(trial=trial, epochs=epochs)
+        path = f"/studies/{study_id}/refits"
+        data = self._request("POST", path, json=body, missing=f"study {study_id} not found")
+        return _parse(schemas.Refit, data)
+
+    def fetch_refits(self, study_id: int) -> list[schemas.Refit]:
+        path = f"/studies/{study_id}/refits"
+        data = self._request("GET", path, missing=f"study {study_id} not found")
+        return _parse(schemas.Page[schemas.Refit], data).data
+
+    def fetch_refit(self, study_id: int, number: int) -> schemas.Refit:
+        missing = f"refit {number} of study {study_id} not found"
+        data = self._request("GET", f"/studies/{study_id}/refits/{number}", missing=missing)
+        return _parse(schemas.Refit, data)
+
+    def download(self, path: str, target: str | os.PathLike[str], *, missing: str) -> Path:
+        """The file at ``path`` of the API (a model) written to ``target``, whole or not at
+        all (a partial download never stays behind)."""
+        target = Path(target)
+        partial = target.with_name(f".{target.name}.part")
+        try:
+            with partial.open("wb") as out:
+                for chunk in self._stream(path, {}, missing):
+                    out.write(chunk)
+            partial.replace(target)
+        finally:
+            partial.unlink(missing_ok=True)
+        return target
 
     def delete_study(self, study_id: int) -> None:
         self._request("DELETE", f"/studies/{study_id}", missing=f"study {study_id} not found")
@@ -272,6 +313,10 @@ def _normalise_url(url: str) -> str:
     return url
 
 
+def _body(**fields: Any) -> dict[str, Any]:
+    return {key: value for key, value in fields.items() if value is not None}
+
+
 def _query(**params: Any) -> dict[str, Any]:
     return {key: str(value) for key, value in params.items() if value is not None}
 
@@ -283,27 +328,6 @@ def _trial_sort(sort: str) -> str:
             f"with an optional leading '-', not {sort!r}"
         )
     return sort
-
-
-def _check_wait(poll: float, timeout: float | None, outage: float = 60.0) -> None:
-    """``ValueError`` unless ``poll`` is in (0, ``MAX_POLL_SECONDS``] and ``timeout`` (or
-    None) and ``outage`` are seconds, at least 0: ``time.sleep`` raised on the rest only after
-    a first poll, and a NaN ``outage`` waited for ever."""
-    if not (math.isfinite(poll) and 0 < poll <= MAX_POLL_SECONDS):
-        raise ValueError(f"poll must be seconds above 0, at most {MAX_POLL_SECONDS:g}: {poll}")
-    if timeout is not None and not timeout >= 0:  # NaN too
-        raise ValueError(f"timeout must be seconds, at least 0, or None: {timeout}")
-    if not outage >= 0:
-        raise ValueError(f"outage must be seconds, at least 0: {outage}")
-
-
-def _all_pages(fetch: Callable[[int], schemas.Page[Any]]) -> list[Any]:
-    rows: list[Any] = []
-    while True:
-        page = fetch(len(rows))
-        rows.extend(page.data)
-        if not page.data or len(rows) >= page.count:
-            return rows
 
 
 def _transport_reason(exc: httpx.TransportError) -> str:
@@ -344,133 +368,3 @@ def _parse(model: type[M], data: Any) -> M:
             f"unexpected answer from the service ({exc.error_count()} fields do not match "
             f"{model.__name__}); is it a foldwise service of the same version?"
         ) from exc
-
-
-class Study:
-    """A handle on one study: its latest data, and methods that ask the service for more.
-
-    ``data``, ``name`` and ``status`` are as of the last read (creation, ``refresh()``,
-    ``wait()``); ``best_trial``, ``trials()`` and ``trial()`` always ask the service.
-    """
-
-    def __init__(self, client: Client, data: schemas.Study) -> None:
-        self.client = client
-        self.data = data
-
-    def __repr__(self) -> str:
-        progress = self.data.progress
-        return (
-            f"<Study {self.id} {self.name!r} {self.status.value} "
-            f"{progress.finished}/{progress.budget} trials>"
-        )
-
-    @property
-    def id(self) -> int:
-        return self.data.id
-
-    @property
-    def name(self) -> str:
-        return self.data.name
-
-    @property
-    def status(self) -> schemas.StudyStatus:
-        return self.data.status
-
-    def refresh(self) -> Study:
-        """Re-read the study from the service."""
-        self.data = self.client.fetch_study(self.id)
-        return self
-
-    def wait(
-        self,
-        timeout: float | None = None,
-        poll: float = 2.0,
-        on_update: Callable[[Study], None] | None = None,
-        outage: float = 60.0,
-    ) -> Study:
-        """Poll every ``poll`` seconds until the study is completed, stopped or failed.
-
-        ``on_update`` is called with this handle after every poll (to drive a progress bar).
-        Raises ``TimeoutError`` if the study is still going after ``timeout`` seconds. The
-        service may restart under a long study (it resumes the study from its database), so
-        ``ServiceUnavailable`` is raised only once it has been unreachable for ``outage``
-        seconds in a row.
-        """
-        _check_wait(poll, timeout, outage)
-        deadline = math.inf if timeout is None else time.monotonic() + timeout
-        down_since: float | None = None
-        while True:
-            try:
-                self.refresh()
-            except ServiceUnavailable:
-                down_since = time.monotonic() if down_since is None else down_since
-                if time.monotonic() - down_since >= outage:
-                    raise
-            else:
-                down_since = None
-                if on_update is not None:
-                    on_update(self)
-                if self.status.finished:
-                    return self
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                progress = self.data.progress
-                raise TimeoutError(
-                    f"study {self.id} is still {self.status.value} after {timeout:g} s "
-                    f"({progress.finished}/{progress.budget} trials finished)"
-                )
-            time.sleep(min(poll, remaining))
-
-    @property
-    def best_trial(self) -> schemas.TrialSummary | None:
-        """The best completed trial so far (read fresh), or ``None`` if there is none yet."""
-        return self.refresh().data.best_trial
-
-    def trials(
-        self, status: schemas.TrialStatus | str | None = None, sort: str = "number"
-    ) -> list[schemas.TrialSummary]:
-        """Every trial (optionally only those in ``status``), read page by page."""
-        return _all_pages(
-            lambda offset: self.client.fetch_trials(
-                self.id, status=status, sort=sort, limit=_PAGE_SIZE, offset=offset
-            )
-        )
-
-    def trial(self, number: int) -> schemas.Trial:
-        """One trial with its fold runs and their per-epoch metrics."""
-        return self.client.fetch_trial(self.id, number)
-
-    def stop(self, *, wait: bool = True, timeout: float = 300.0) -> Study:
-        """Stop launching trials and cancel the running ones; a finished study stays as it is.
-
-        The service's scheduler carries the stop out; with ``wait`` this returns once it has
-        (``TimeoutError`` after ``timeout`` seconds), else at once with ``stop_requested``."""
-        if wait:
-            _check_wait(0.5, timeout)  # before the stop is sent
-        self.data = self.client.stop_study(self.id)
-        if wait and not self.status.finished:
-            self.wait(timeout=timeout, poll=0.5)
-        return self
-
-    def delete(self) -> None:
-        """Delete the study and everything recorded for it (the service's scheduler removes
-        it; the study is gone to every reader at once)."""
-        self.client.delete_study(self.id)
-
-    def to_dataframe(
-        self, status: schemas.TrialStatus | str | None = None, sort: str = "number"
-    ) -> pandas.DataFrame:
-        """Every trial (optionally only those in ``status``, in the order of ``sort``) as a
-        pandas DataFrame with the columns of ``GET /studies/{id}/trials.csv``, which it reads:
-        one ``params_<name>`` per parameter, ``fold_0`` .. ``fold_{K-1}`` the value of each
-        fold, ``value_folds`` and ``pruned_reason`` to tell a pruned trial's partial mean
-        apart, and the times (``pip install 'foldwise[pandas]'``)."""
-        try:
-            import pandas
-        except ImportError as exc:
-            raise ImportError(
-                "Study.to_dataframe() needs pandas: pip install 'foldwise[pandas]'"
-            ) from exc
-        text = self.client.fetch_trials_csv(self.id, status=status, sort=sort)
-        rows, columns = read_trials_csv(text, self.data.spec.get("space", {}))
-        return pandas.DataFrame(rows, columns=columns)

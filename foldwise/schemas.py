@@ -53,6 +53,19 @@ class FoldStatus(StrEnum):
     same fold; its value is the one it had reached."""
 
 
+class JobStatus(StrEnum):
+    """Where a study's refit or hold-out score is: asked for, running, or ended."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobStatus.COMPLETED, JobStatus.FAILED)
+
+
 class Role(StrEnum):
     """What a token may do: viewers read; members also create studies and stop or delete
     their own; admins stop or delete any study."""
@@ -112,6 +125,40 @@ class WarmStartSummary(_Out):
     )
 
 
+class HoldoutObjective(_Out):
+    """The study's objective on the test set, next to its cross-validated value."""
+
+    metric: str = Field(..., description="The study's objective metric (a validation metric)")
+    test_metric: str = Field(
+        ..., description="The test metric of the same name without val_ (val_loss: loss)"
+    )
+    cv: float | None = Field(None, description="The trial's cross-validated value (fold mean)")
+    cv_std_error: float | None = None
+    ensemble: float | None = None
+    refit: float | None = None
+
+
+class Holdout(_Out):
+    """A study's score on the task's test data: the best (or a named) trial's fold models as
+    an ensemble and/or a model refit on all the training data. Never part of the
+    optimisation."""
+
+    status: JobStatus
+    trial: int | None = Field(..., description="The trial scored (its number)")
+    score: str = Field(..., description="ensemble | refit | both")
+    requested_at: datetime
+    finished_at: datetime | None = None
+    ensemble: dict[str, float] | None = Field(
+        None, description="Metrics of the mean of the trial's fold models' predictions"
+    )
+    refit: dict[str, float] | None = Field(
+        None, description="Metrics of the model refit on all the training data"
+    )
+    refit_number: int | None = Field(None, description="The refit scored (GET .../refits/N)")
+    objective: HoldoutObjective | None = None
+    error: PlainText | None = None
+
+
 class Study(_Out):
     id: int
     name: str
@@ -139,6 +186,9 @@ class Study(_Out):
         None,
         description="Content hash of the task package the study runs, as it was when it was "
         "submitted; null for a built-in task",
+    )
+    holdout: Holdout | None = Field(
+        None, description="Its score on the task's test data, once asked for, or null"
     )
 
 
@@ -205,3 +255,27 @@ class Trial(TrialSummary):
     @property
     def has_models(self) -> bool:
         return any(f.model_saved for f in self.folds)
+
+
+class Refit(_Out):
+    """A trial's params trained on all the training data through the fold path (DDP,
+    checkpoints, the study's code); its model downloads like a fold's."""
+
+    number: int = Field(..., description="The refit's number in its study, from 1")
+    trial: int = Field(..., description="The trial whose params it trains")
+    status: JobStatus
+    epochs: int = Field(..., description="The epochs it trains")
+    attempt: int = Field(0, description="Its attempt: above 0 after its workers were lost")
+    requested_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    error: PlainText | None = None
+    curve: list[EpochMetrics] = Field(
+        default_factory=list,
+        description="What each epoch reported: on the test data when the task has some, else "
+        "on the training data (shown, never used to choose anything)",
+    )
+    test_metrics: dict[str, float] | None = Field(
+        None, description="Its model's score on the task's test data, when it has some"
+    )
+    model_saved: bool = Field(False, description="Its model is in the artifact store")

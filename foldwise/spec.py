@@ -271,7 +271,7 @@ class Racing(_Strict):
         None,
         ge=1,
         le=99,
-        description="Folds every trial finishes before it can be pruned, below parallel.folds: "
+        description="Folds every trial finishes before it can be pruned, below its folds: "
         "by default 1 (forgiving) or 2 (ttest)",
     )
     alpha: float = Field(
@@ -327,6 +327,101 @@ class WarmStart(_Strict):
         return studies
 
 
+class CVScheme(StrEnum):
+    """How a trial's folds are made: scikit-learn's splitter of the same name (docs/cv.md)."""
+
+    KFOLD = "kfold"
+    STRATIFIED = "stratified"
+    GROUP = "group"
+    STRATIFIED_GROUP = "stratified_group"
+    TIME_SERIES = "time_series"
+    PREDEFINED = "predefined"
+
+
+REPEATABLE_SCHEMES = frozenset({CVScheme.KFOLD, CVScheme.STRATIFIED, CVScheme.GROUP})
+"""Schemes whose folds the seed shuffles, so that a repeat splits anew (stratified_group
+assigns groups greedily: its seed only breaks ties)."""
+MAX_FOLD_RUNS = 100
+"""``parallel.folds`` x ``cv.repeats``: the fold runs of one trial."""
+
+
+class CrossValidation(_Strict):
+    """How the data is split into each trial's folds: the same folds for every trial, derived
+    from the study's seed and the task's data."""
+
+    scheme: Annotated[CVScheme | None, Field(strict=False)] = Field(
+        None,
+        description="stratified (the default for classification) | kfold (the default for "
+        "regression) | group | stratified_group (groups from the task's load_groups) | "
+        "time_series (ordered, never shuffled, an expanding window) | predefined (fold ids "
+        "from the task's load_fold_ids)",
+    )
+    repeats: int = Field(
+        1,
+        ge=1,
+        le=MAX_FOLD_RUNS // 2,
+        description="Repeated K-fold: the split is made this many times with other seeds, and "
+        "every repeat's folds are folds of the trial (kfold, stratified, group)",
+    )
+    gap: int = Field(
+        0,
+        ge=0,
+        le=MAX_INT,
+        description="time_series: samples left out between each training window and the "
+        "validation block after it",
+    )
+
+
+class Holdout(_Strict):
+    """Score the best trial on the task's test data (``load_test_data``) when the study ends:
+    never part of the optimisation."""
+
+    score: Literal["ensemble", "refit", "both"] = Field(
+        "ensemble",
+        description="ensemble: the mean of the best trial's fold models' predictions; refit: "
+        "a model trained on all the training data with the best params; both",
+    )
+    epochs: int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="Epochs of the refit (default: the median of the best trial's folds' "
+        "best epochs)",
+    )
+
+
+class HoldoutRequest(_Strict):
+    """``POST /studies/{id}/holdout``: score an ended study's trial on the task's test data."""
+
+    score: Literal["ensemble", "refit", "both"] | None = Field(
+        None, description="Default: the spec's holdout.score, else ensemble"
+    )
+    trial: int | None = Field(
+        None, ge=0, le=2**31 - 1, description="The completed trial to score (default: the best)"
+    )
+    epochs: int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="Epochs of the refit it needs (default: the spec's holdout.epochs, else "
+        "the median of the trial's folds' best epochs)",
+    )
+
+
+class RefitRequest(_Strict):
+    """``POST /studies/{id}/refits``: train an ended study's trial on all the training data."""
+
+    trial: int | None = Field(
+        None, ge=0, le=2**31 - 1, description="The completed trial (default: the best)"
+    )
+    epochs: int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="Default: the median of the trial's folds' best epochs",
+    )
+
+
 EXAMPLE_SPEC: dict[str, Any] = {
     "name": "digits-mlp-quick",
     "objective": {"metric": "val_loss", "direction": "minimize"},
@@ -379,6 +474,15 @@ class StudySpec(_Strict):
     warm_start: WarmStart | None = Field(
         None, description="Earlier studies whose finished trials seed the optimizer"
     )
+    cv: CrossValidation = Field(default_factory=CrossValidation)
+    holdout: Holdout | None = Field(
+        None, description="Score the best trial on the task's test data when the study ends"
+    )
+
+    @property
+    def fold_count(self) -> int:
+        """The fold runs of one trial: ``parallel.folds`` of each of ``cv.repeats``."""
+        return self.parallel.folds * self.cv.repeats
 
     @model_validator(mode="before")
     @classmethod
@@ -464,15 +568,33 @@ class StudySpec(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _cv_fits(self) -> StudySpec:
+        cv = self.cv
+        if cv.gap and cv.scheme is not CVScheme.TIME_SERIES:
+            message = "gap leaves samples out between a training window and its validation "
+            message += "block: it applies to cv.scheme time_series only"
+            raise _spec_error(("cv", "gap"), message, cv.gap)
+        if cv.repeats > 1 and cv.scheme is not None and cv.scheme not in REPEATABLE_SCHEMES:
+            message = f"cv.scheme {cv.scheme} splits the same way every time: repeats must be 1"
+            raise _spec_error(("cv", "repeats"), message, cv.repeats)
+        if self.fold_count > MAX_FOLD_RUNS:
+            message = (
+                f"parallel.folds x cv.repeats is {self.fold_count} fold runs a trial; at most "
+                f"{MAX_FOLD_RUNS}"
+            )
+            raise _spec_error(("cv", "repeats"), message, cv.repeats)
+        return self
+
+    @model_validator(mode="after")
     def _racing_fits_the_folds(self) -> StudySpec:
-        racing, folds = self.racing, self.parallel.folds
+        racing, folds = self.racing, self.fold_count
         if racing.min_folds is None:
             racing.min_folds = 2 if racing.rule == "ttest" else 1
         if racing.rule == "off":
             return self
         if racing.min_folds >= folds:
             message = (
-                f"racing needs min_folds below parallel.folds ({folds}): with "
+                f"racing needs min_folds below {self._folds_named()} ({folds}): with "
                 f"{racing.min_folds} every fold runs before a trial could be pruned"
             )
             raise _spec_error(("racing", "min_folds"), message, racing.min_folds)
@@ -483,6 +605,9 @@ class StudySpec(_Strict):
             )
             raise _spec_error(("racing", "min_folds"), message, racing.min_folds)
         return self
+
+    def _folds_named(self) -> str:
+        return "parallel.folds" if self.cv.repeats == 1 else "parallel.folds x cv.repeats"
 
     def resolved(self) -> dict[str, Any]:
         """The spec as stored and returned by the API: every default filled in."""

@@ -24,7 +24,16 @@ from service.api.errors import (
     validation_error_handler,
 )
 from service.api.http_rules import ErrorsAsJson, HeadAsGet, HttpRules
-from service.api.routes import artifacts, exports, health, insights, metrics, studies, trials
+from service.api.routes import (
+    artifacts,
+    exports,
+    health,
+    holdout,
+    insights,
+    metrics,
+    studies,
+    trials,
+)
 from service.api.security_headers import SecurityHeaders
 from service.config import Settings, get_settings
 from service.dashboard import sign_in
@@ -65,6 +74,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         trials.router,
         exports.router,
         artifacts.router,
+        holdout.router,
         insights.router,
         metrics.router,
     ):

@@ -18,7 +18,7 @@ from pathlib import Path
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from trainers.artifact_keys import fold_artifact_key, study_artifact_key
+from trainers.artifact_keys import fold_artifact_key, refit_artifact_key, study_artifact_key
 from trainers.report import CHECKPOINT_FILE, MODEL_FILE
 
 CHUNK_BYTES = 1024 * 1024
@@ -98,6 +98,10 @@ def artifact_store(location: str) -> ArtifactStore:
 
 def fold_model_key(study_id: int, trial_number: int, fold: int) -> str:
     return f"{fold_artifact_key(study_id, trial_number, fold)}/{MODEL_FILE}"
+
+
+def refit_model_key(study_id: int, trial_number: int, refit_number: int) -> str:
+    return f"{refit_artifact_key(study_id, trial_number, refit_number)}/{MODEL_FILE}"
 
 
 def delete_study_artifacts(store: ArtifactStore, study_id: int) -> None:

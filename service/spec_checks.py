@@ -6,17 +6,27 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi.exceptions import RequestValidationError
 
-from foldwise.spec import StudySpec, TrainerSpec
+from foldwise.spec import CVScheme, StudySpec, TrainerSpec
 from optimizers.base import OptionError
 from service.cluster_fit import NodeCapacity, fold_fit_problem
 from service.study_optimizer import build_optimizer
 from service.task_code import CodeCache, CodeSnapshot, TaskCodeError, snapshot_task
 from service.task_policy import Describe, task_choices, task_name_problem, task_profile
 from trainers.task import Loop, TaskNotFound, TaskProfile
+
+
+@dataclass(frozen=True)
+class Runnable:
+    """What a study that can run needs kept: the snapshot of its task's package (None for a
+    built-in task, or without a code cache) and the task's profile."""
+
+    snapshot: CodeSnapshot | None
+    profile: TaskProfile
 
 
 def check_runnable(
@@ -26,12 +36,13 @@ def check_runnable(
     describe: Describe | None = None,
     nodes: Sequence[NodeCapacity] = (),
     code_cache: CodeCache | None = None,
-) -> CodeSnapshot | None:
+) -> Runnable:
     """Raise a 422 naming the field when the study could not run. ``task_modules``: packages
     whose modules may be tasks; ``describe``: a user task's profile, found in a worker (else
     in a subprocess); ``nodes``: the cluster's (empty: not known, so not checked). With a
     ``code_cache``, a user task's package is copied as it is now (``service.task_code``), and
-    that copy is what is checked and returned, for the study to run. Blocking."""
+    that copy is what is checked and kept, for the study to run. A ``cv.scheme`` left open is
+    filled in from the task's kind. Blocking."""
     name = spec.trainer.task
     problem = task_name_problem(name, task_modules)
     if problem is not None:
@@ -57,6 +68,7 @@ def check_runnable(
         raise _invalid(("objective", "metric"), message, metric)
     for setting, message in unused_trainer_settings(spec.trainer, profile, name):
         raise _invalid(("trainer", setting), message, getattr(spec.trainer, setting))
+    check_splits_and_holdout(spec, profile, name)
     problem = fold_fit_problem(
         nodes,
         workers=parallel.workers_per_fold,
@@ -72,7 +84,38 @@ def check_runnable(
         raise _invalid(("optimizer", "options", exc.name), str(exc), value) from exc
     except (ValueError, TypeError, OverflowError) as exc:
         raise _invalid(("optimizer", "options"), str(exc), spec.optimizer.options) from exc
-    return snapshot
+    return Runnable(snapshot, profile)
+
+
+LABELLED_SCHEMES = (CVScheme.STRATIFIED, CVScheme.STRATIFIED_GROUP)
+
+
+def check_splits_and_holdout(spec: StudySpec, profile: TaskProfile, name: str) -> None:
+    """The split fits the task's kind (its default filled in), and a hold-out score has the
+    test data and the model builder it needs. What only the data can tell (too few groups,
+    a class smaller than the folds) ends the study at its first fold instead."""
+    cv = spec.cv
+    if cv.scheme is None:
+        classify = profile.kind == "classification"
+        cv.scheme = CVScheme.STRATIFIED if classify else CVScheme.KFOLD
+    if cv.scheme in LABELLED_SCHEMES and profile.kind != "classification":
+        message = (
+            f"{cv.scheme} keeps each class's share in every fold; task {name!r} is a "
+            f"{profile.kind} task: use kfold or group"
+        )
+        raise _invalid(("cv", "scheme"), message, cv.scheme.value)
+    if spec.holdout is None:
+        return
+    if not profile.test_data:
+        message = f"task {name!r} gives no test data: add load_test_data(options)"
+        raise _invalid(("holdout",), message, spec.holdout.score)
+    if not profile.rebuilds_models:
+        message = (
+            f"task {name!r} trains with its own train_fold, and a hold-out score rebuilds its "
+            "saved models to predict the test data: add build_model(params), the model your "
+            "loop trains (ctx.save_model saves its weights)"
+        )
+        raise _invalid(("holdout", "score"), message, spec.holdout.score)
 
 
 LOOP_SETTINGS = ("precision", "clip_grad_norm", "num_workers", "val_batch_size")

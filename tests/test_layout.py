@@ -19,8 +19,9 @@ FORBIDDEN = {
     "trainers": {"service", "optimizers", "fastapi", "sqlalchemy", "ray"},
 }
 # foldwise's CLI may start the service, but only from inside a command, never at import time.
-# ``foldwise task check`` runs the user's task here, with the trainers of the [server] extra.
-LAZY_ALLOWED = {("foldwise", "service"), ("foldwise", "trainers")}
+# ``foldwise task check`` runs the user's task here, with the trainers of the [server] extra,
+# and ``foldwise.load_model`` rebuilds a saved model with torch, inside the call.
+LAZY_ALLOWED = {("foldwise", "service"), ("foldwise", "trainers"), ("foldwise", "torch")}
 # foldwise/integrations/ puts the optimizers into other tools' search loops (Ray Tune's Searcher),
 # so it is the one place that bridges foldwise, the optimizers and Ray. It ships in the foldwise
 # namespace for users to import (``foldwise.integrations.tune``), but nothing else in foldwise
@@ -70,10 +71,10 @@ def test_only_foldwise_integrations_bridges() -> None:
 
 
 def test_import_foldwise_stays_light() -> None:
-    """``import foldwise`` (the SDK and CLI) loads neither Ray nor the optimizers."""
+    """``import foldwise`` (the SDK and CLI) loads neither Ray, torch nor the optimizers."""
     code = (
         "import sys, foldwise, foldwise.integrations\n"
-        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'ray', 'optimizers'})\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'ray', 'torch', 'optimizers'})\n"
         "print(','.join(heavy))"
     )
     done = subprocess.run(

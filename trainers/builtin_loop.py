@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from trainers.context import FoldContext
+from trainers.ddp import to_device
 from trainers.task import Task, call_hook
 
 INTERVALS = ("step", "epoch")
@@ -154,7 +155,7 @@ class _BuiltinLoop:
         y = y.to(device, non_blocking=True)
         if not self.classify and y.is_floating_point():
             y = y.float()
-        return _to_device(x, device), y
+        return to_device(x, device), y
 
     def _align(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """Regression outputs of shape (n,) meet targets of shape (n, 1) without broadcasting."""
@@ -238,14 +239,3 @@ def _optimizer(task: Task, model: nn.Module, ctx: FoldContext) -> torch.optim.Op
     lr = float(ctx.params.get("lr", 1e-3))
     weight_decay = float(ctx.params.get("weight_decay", 0.0))
     return torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
-
-
-def _to_device(obj: Any, device: torch.device) -> Any:
-    """Tensors inside ``obj`` (a tensor, or dicts, lists and tuples of them) on ``device``."""
-    if torch.is_tensor(obj):
-        return obj.to(device, non_blocking=True)
-    if isinstance(obj, dict):
-        return {key: _to_device(value, device) for key, value in obj.items()}
-    if isinstance(obj, list | tuple):
-        return type(obj)(_to_device(value, device) for value in obj)
-    return obj

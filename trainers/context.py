@@ -25,17 +25,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, Dataset, Subset
 
+from foldwise.spec import CVScheme
 from trainers.ddp import release_models, wrap_model
 from trainers.fold_channel import FoldChannel
 from trainers.fold_data import EvalShardSampler, TaskData, array_batches, train_sampler
 from trainers.job import FoldJob
-from trainers.kfold import make_folds
 from trainers.lr_schedule import lr_factor, scale_factor, step_scaled
+from trainers.splits import make_folds
 from trainers.task import Task
 
 
@@ -49,7 +51,10 @@ class FoldContext:
     ``train_indices`` / ``val_indices`` (into the task's data), ``train_dataset`` /
     ``val_dataset`` (views of it; validation reads ``load_eval_data`` when the task has it),
     ``train_targets`` (the training fold's labels, e.g. for class weights); ``task`` (the
-    task object the user wrote).
+    task object the user wrote). ``refit``: this run trains the trial's params on all the
+    training data (``fold`` is None), and validates on the task's test data when it has some
+    (``val_indices`` index it), else on the training data: what it reports is shown, never
+    used to choose anything.
     """
 
     def __init__(
@@ -62,13 +67,16 @@ class FoldContext:
         rank: int,
         device: torch.device,
         local_rank: int | None = None,
+        test: TaskData | None = None,
     ) -> None:
         self.job, self._channel = job, channel
         self.task = task.obj
         self.params = job.params
         self.options = job.trainer.options
         self.trainer = job.trainer
-        self.fold, self.folds, self.seed = job.fold, job.folds, job.seed
+        self.refit = job.refit
+        self.fold = None if job.refit else job.fold
+        self.folds, self.seed = job.folds, job.seed
         self.rank, self.world_size = rank, job.world_size
         self.local_rank = rank if local_rank is None else local_rank
         self.is_chief = rank == 0
@@ -77,12 +85,16 @@ class FoldContext:
         self.start_epoch = 0
         self._restored: Any = None
         self._wrapped: list[nn.Module] = []
-        stratify = data.targets if task.kind == "classification" else None
-        self.train_indices, self.val_indices = make_folds(
-            len(data), job.folds, job.seed, stratify=stratify
-        )[job.fold]
+        validation = data.eval_dataset
+        if job.refit:
+            self.train_indices = np.arange(len(data))
+            if test is not None:
+                validation = test.eval_dataset
+            self.val_indices = np.arange(len(validation))  # type: ignore[arg-type]
+        else:
+            self.train_indices, self.val_indices = fold_indices(job, task, data)
         self.train_dataset: Dataset = Subset(data.dataset, self.train_indices.tolist())
-        self.val_dataset: Dataset = Subset(data.eval_dataset, self.val_indices.tolist())
+        self.val_dataset: Dataset = Subset(validation, self.val_indices.tolist())
         self.train_targets = None if data.targets is None else data.targets[self.train_indices]
 
     # -- data parallelism -------------------------------------------------------------------
@@ -239,6 +251,28 @@ class FoldContext:
         return _EpochLoader(
             self, sampler, dataset, batch_size=batch_size, sampler=sampler, **options
         )
+
+
+def fold_indices(job: FoldJob, task: Task, data: TaskData) -> tuple[np.ndarray, np.ndarray]:
+    """The (training, validation) indices of ``job``'s fold under the study's ``cv`` (a scheme
+    left open is stratified for classification, kfold for regression); ``SplitError`` when
+    the data cannot be split so."""
+    cv = job.cv
+    scheme = cv.scheme or (
+        CVScheme.STRATIFIED if task.kind == "classification" else CVScheme.KFOLD
+    )
+    folds = make_folds(
+        len(data),
+        job.folds // cv.repeats,
+        job.seed,
+        scheme=scheme,
+        repeats=cv.repeats,
+        gap=cv.gap,
+        targets=data.targets,
+        groups=data.groups,
+        fold_ids=data.fold_ids,
+    )
+    return folds[job.fold]
 
 
 class _EpochLoader(DataLoader):

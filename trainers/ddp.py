@@ -124,3 +124,14 @@ def broadcast_object(obj: Any, device: torch.device) -> Any:
     holder = [obj]
     dist.broadcast_object_list(holder, src=0, device=device if device.type == "cuda" else None)
     return holder[0]
+
+
+def to_device(obj: Any, device: torch.device) -> Any:
+    """Tensors inside ``obj`` (a tensor, or dicts, lists and tuples of them) on ``device``."""
+    if torch.is_tensor(obj):
+        return obj.to(device, non_blocking=True)
+    if isinstance(obj, dict):
+        return {key: to_device(value, device) for key, value in obj.items()}
+    if isinstance(obj, list | tuple):
+        return type(obj)(to_device(value, device) for value in obj)
+    return obj

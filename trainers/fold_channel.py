@@ -31,6 +31,7 @@ from trainers.report import (
     EpochReport,
     SavedArtifact,
 )
+from trainers.task import BUILTIN_TASKS
 
 RETURN_GRACE_S = 60.0
 """How long a rank whose fold function returned waits for the others to return too (or a
@@ -223,15 +224,19 @@ class FoldChannel:
             )
         self._enter("done")
         if self.rank == 0 and self._kept is not None and self.stop_reason != "asked":
-            kept = self._kept
+            kept, job = self._kept, self.job
             model = {
-                "task": self.job.task,
-                "params": self.job.params,
-                "fold": self.job.fold,
+                **kept.extra,
+                "task": job.task,
+                "module": BUILTIN_TASKS.get(job.task, job.task),
+                "code_hash": job.code_hash,
+                "params": job.params,
+                "trainer": job.trainer.model_dump(mode="json"),
+                "fold": None if job.refit else job.fold,
+                "refit": job.refit,
                 "epoch": kept.epoch,
                 "metrics": kept.metrics,
                 "state_dict": kept.state_dict,
-                **kept.extra,
             }
             self.outbox.put(SavedArtifact(ArtifactKind.MODEL, kept.epoch, _dumps(model)))
 

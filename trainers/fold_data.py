@@ -5,7 +5,9 @@
 ``Dataset`` stays as it is, read per sample by the fold's ``DataLoader``, so random transforms
 run afresh every epoch. ``load_eval_data`` (optional) gives the same samples read for
 evaluation (no augmentation). The labels, needed for stratified folds, come from
-``load_targets``, the dataset's ``targets``/``labels``, or one pass over the samples.
+``load_targets``, the dataset's ``targets``/``labels``, or one pass over the samples; groups
+and fold ids (for ``cv.scheme`` group, stratified_group and predefined) from ``load_groups``
+and ``load_fold_ids`` or the dataset's attributes of those names.
 """
 
 from __future__ import annotations
@@ -76,11 +78,15 @@ def array_batches(dataset: Dataset) -> ArrayBatches | None:
 class TaskData:
     """The task's training set: ``dataset`` for training reads, ``eval_dataset`` (the same
     samples, in the same order) for evaluation, and the labels (None for a regression task
-    whose dataset does not say them)."""
+    whose dataset does not say them); for the grouped and predefined splits, each sample's
+    group and fold id when the task gives them (``load_groups``, ``load_fold_ids``, or the
+    dataset's ``groups`` / ``fold_ids``)."""
 
     dataset: Dataset
     eval_dataset: Dataset
     targets: np.ndarray | None
+    groups: np.ndarray | None = None
+    fold_ids: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.dataset)  # type: ignore[arg-type]
@@ -92,7 +98,7 @@ def load_task_data(task: Task, options: dict[str, Any]) -> TaskData:
     data = _call_loader(task.obj.load_data, options)
     if isinstance(data, Dataset):
         dataset = data
-        targets = _targets(task, dataset, options, classify)
+        targets = _targets(task, dataset, options, read_all=classify)
     else:
         X, y = _pair(task.name, data)
         dataset, targets = ArrayDataset(X, y, classify=classify), y
@@ -112,7 +118,28 @@ def load_task_data(task: Task, options: dict[str, Any]) -> TaskData:
         raise TaskNotFound(
             f"task {task.name!r}: {len(targets)} labels for {size} samples (load_targets)"
         )
-    return TaskData(dataset, eval_dataset, targets)
+    groups = _per_sample(task, dataset, options, "groups")
+    fold_ids = _per_sample(task, dataset, options, "fold_ids")
+    return TaskData(dataset, eval_dataset, targets, groups, fold_ids)
+
+
+def load_test_data(task: Task, options: dict[str, Any]) -> TaskData:
+    """The task's test data (``load_test_data``, for a hold-out score), read as its training
+    data is, with its labels or targets (a score needs them, whatever the kind)."""
+    classify = task.kind == "classification"
+    data = _call_loader(task.obj.load_test_data, options)
+    if isinstance(data, Dataset):
+        dataset = data
+        targets = _targets(task, dataset, options, read_all=True, loader="load_test_targets")
+    else:
+        X, y = _pair(task.name, data, "load_test_data")
+        dataset, targets = ArrayDataset(X, y, classify=classify), y
+    size = _length(task.name, dataset)
+    if size == 0:
+        raise ValueError(f"task {task.name!r}: load_test_data returned no samples")
+    if targets is None or len(targets) != size:
+        raise TaskNotFound(f"task {task.name!r}: load_test_data gave no label for each sample")
+    return TaskData(dataset, dataset, np.asarray(targets))
 
 
 class EvalShardSampler(Sampler[int]):
@@ -149,17 +176,17 @@ def _call_loader(func: Any, options: dict[str, Any]) -> Any:
     return func(options) if takes_argument(func) else func()
 
 
-def _pair(name: str, data: Any) -> tuple[np.ndarray, np.ndarray]:
+def _pair(name: str, data: Any, loader: str = "load_data") -> tuple[np.ndarray, np.ndarray]:
     try:
         X, y = data
     except (TypeError, ValueError) as err:
         raise TaskNotFound(
-            f"task {name!r}: load_data must return (X, y) or a torch Dataset, "
+            f"task {name!r}: {loader} must return (X, y) or a torch Dataset, "
             f"got {type(data).__name__}"
         ) from err
     X, y = np.asarray(X), np.asarray(y)
     if len(X) != len(y):
-        raise TaskNotFound(f"task {name!r}: load_data gave {len(X)} samples but {len(y)} labels")
+        raise TaskNotFound(f"task {name!r}: {loader} gave {len(X)} samples but {len(y)} labels")
     return X, y
 
 
@@ -171,20 +198,35 @@ def _length(name: str, dataset: Dataset) -> int:
 
 
 def _targets(
-    task: Task, dataset: Dataset, options: dict[str, Any], classify: bool
+    task: Task,
+    dataset: Dataset,
+    options: dict[str, Any],
+    *,
+    read_all: bool,
+    loader: str = "load_targets",
 ) -> np.ndarray | None:
-    """The labels of a Dataset: ``load_targets``, else its ``targets``/``labels``, else (for
-    classification) read from every sample once."""
-    loader = task.hook("load_targets")
-    if loader is not None:
-        return np.asarray(_call_loader(loader, options))
+    """The labels of a Dataset: the task's ``loader``, else the dataset's ``targets`` /
+    ``labels``, else (``read_all``) read from every sample once."""
+    hook = task.hook(loader)
+    if hook is not None:
+        return np.asarray(_call_loader(hook, options))
     for attr in ("targets", "labels"):
         found = getattr(dataset, attr, None)
         if found is not None and not callable(found):
             return np.asarray(found)
-    if not classify:
+    if not read_all:
         return None
     return np.asarray([_label(dataset[i]) for i in range(_length(task.name, dataset))])
+
+
+def _per_sample(task: Task, dataset: Dataset, options: dict[str, Any], what: str) -> Any:
+    """A value per sample the task gives for its splits: ``load_<what>(options)``, else the
+    dataset's ``<what>`` attribute, else None (the splitter that needs it says so)."""
+    loader = task.hook(f"load_{what}")
+    if loader is not None:
+        return np.asarray(_call_loader(loader, options))
+    found = getattr(dataset, what, None)
+    return None if found is None or callable(found) else np.asarray(found)
 
 
 def _label(sample: Any) -> Any:

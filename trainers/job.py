@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from foldwise.spec import EarlyStopping, Objective, StudySpec, TrainerSpec
+from foldwise.spec import CrossValidation, EarlyStopping, Objective, StudySpec, TrainerSpec
 from trainers.report import EpochReport
 
 Backend = Literal["gloo", "nccl"]
@@ -23,6 +23,10 @@ Backend = Literal["gloo", "nccl"]
 class FoldJob:
     """One fold run of one trial: a DDP job of ``world_size`` ranks.
 
+    ``fold`` is one of the trial's ``folds`` fold runs: ``parallel.folds`` of each of
+    ``cv.repeats`` (fold ``r * parallel.folds + i`` is fold ``i`` of repeat ``r``), split by
+    ``cv`` (``trainers.splits``).
+
     ``trainer.batch_size`` is each rank's batch (Horovod practice), so the global batch grows
     with the ranks and ``trainer.lr_scaling`` scales the learning rate to match (Goyal et al.).
     With ``artifact_key`` (where the fold's files live), rank 0 sends a checkpoint every
@@ -30,6 +34,8 @@ class FoldJob:
     attempt) continues from the checkpoint its caller hands it. ``trial_key`` labels logs.
     ``code_hash`` names the snapshot of the task's package the study runs (None: a built-in
     task, or code the workers have installed); the executor gives the workers that code.
+    ``refit``: not a fold but the trial's params trained on all the training data (``fold``
+    is 0 and unused), validated on the task's test data when it has some.
     """
 
     trainer: TrainerSpec
@@ -37,6 +43,7 @@ class FoldJob:
     fold: int
     folds: int
     objective: Objective = field(default_factory=Objective)
+    cv: CrossValidation = field(default_factory=CrossValidation)
     early_stopping: EarlyStopping | None = None
     seed: int = 0
     world_size: int = 1
@@ -46,12 +53,18 @@ class FoldJob:
     resume: bool = False
     monitor: bool = True
     code_hash: str | None = None
+    refit: bool = False
 
     def __post_init__(self) -> None:
         if not 0 <= self.fold < self.folds:
             raise ValueError(f"FoldJob: fold must be in [0, {self.folds}), got {self.fold}")
         if self.world_size < 1:
             raise ValueError(f"FoldJob: world_size must be >= 1, got {self.world_size}")
+        if self.folds % self.cv.repeats:
+            raise ValueError(
+                f"FoldJob: folds ({self.folds}) must be a multiple of cv.repeats "
+                f"({self.cv.repeats})"
+            )
 
     @classmethod
     def from_spec(
@@ -70,8 +83,9 @@ class FoldJob:
             trainer=spec.trainer.for_trial(params),
             params=params,
             fold=fold,
-            folds=spec.parallel.folds,
+            folds=spec.fold_count,
             objective=spec.objective,
+            cv=spec.cv,
             early_stopping=spec.early_stopping,
             seed=spec.seed,
             world_size=spec.parallel.workers_per_fold,
@@ -103,8 +117,9 @@ class FoldJob:
 
     @property
     def fold_seed(self) -> int:
-        """The seed of this fold's initial weights, the same on every rank and every attempt."""
-        return self.seed * 1_000_003 + self.fold
+        """The seed of this fold's initial weights, the same on every rank and every attempt
+        (a refit's is a fold number of its own)."""
+        return self.seed * 1_000_003 + (self.folds if self.refit else self.fold)
 
     def fingerprint(self) -> str:
         """A hash of everything that shapes training, so a checkpoint resumes only the same job."""
@@ -118,13 +133,17 @@ class FoldJob:
             "seed": self.seed,
             "world_size": self.world_size,
         }
+        if self.cv != CrossValidation():  # absent when default: older checkpoints still match
+            shaping["cv"] = self.cv.model_dump(mode="json")
+        if self.refit:
+            shaping["refit"] = True
         payload = json.dumps(shaping, sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     def describe(self) -> str:
         """A short label for logs and error messages."""
         key = self.trial_key or self.task
-        return f"{key} fold {self.fold}/{self.folds}"
+        return f"{key} refit" if self.refit else f"{key} fold {self.fold}/{self.folds}"
 
 
 def trained_seconds(epochs: Iterable[EpochReport]) -> float:

@@ -14,7 +14,9 @@ from enum import StrEnum
 CHECKPOINT_FILE = "checkpoint.pt"
 """Latest training state of a running fold; removed once the fold's model is saved."""
 MODEL_FILE = "model.pt"
-"""The fold's trained model: {task, params, fold, epoch, metrics, state_dict, ...}."""
+"""The fold's trained model: {task, module, code_hash, params, trainer, fold, refit, epoch,
+metrics, state_dict} and what ``save_model`` added: enough to rebuild it
+(``foldwise.load_model``)."""
 
 MEASURED_METRICS = ("epoch_start", "epoch_seconds", "cpu_percent", "rss_mb")
 """What foldwise measures of every epoch, whatever loop trains it (mean over the ranks)."""

@@ -66,7 +66,8 @@ class TaskNotFound(ValueError):
 @dataclass(frozen=True)
 class TaskProfile:
     """What the service needs to know of a task without running its code: its kind, how it
-    trains and the metrics it declares. Travels as JSON of plain strings."""
+    trains, the metrics it declares and which optional parts it has. Travels as JSON of plain
+    strings and booleans."""
 
     kind: str
     loop: Loop
@@ -74,6 +75,13 @@ class TaskProfile:
     own_loaders: bool = False
     """The task builds its DataLoaders itself (``train_fold``, or a Lightning task's
     ``build_datamodule``), so foldwise's loader settings do not reach them."""
+    test_data: bool = False
+    """The task gives test data (``load_test_data``) for a hold-out score."""
+    rebuilds_models: bool = False
+    """A saved model of the task can be rebuilt (``build_model`` or ``build_module``), to
+    predict with it: what a hold-out score needs."""
+
+    FLAGS = ("own_loaders", "test_data", "rebuilds_models")
 
     def metrics(self, *, gpu: bool = False) -> list[str]:
         """Every metric an epoch reports: the declared ones and what foldwise measures."""
@@ -86,23 +94,24 @@ class TaskProfile:
                 "kind": self.kind,
                 "loop": self.loop.value,
                 "metrics": list(self.declared_metrics),
-                "own_loaders": self.own_loaders,
+                **{flag: getattr(self, flag) for flag in self.FLAGS},
             }
         )
 
     @classmethod
     def from_json(cls, text: str) -> TaskProfile:
-        """The profile a worker sent, checked to be made of our own values only."""
+        """The profile a worker sent (or the service stored), checked to be made of our own
+        values only."""
         data = json.loads(text)
         kind, loop, metrics = data["kind"], Loop(data["loop"]), data["metrics"]
-        own_loaders = data.get("own_loaders", False)
+        flags = {flag: data.get(flag, False) for flag in cls.FLAGS}
         if (
             kind not in KINDS
             or not all(isinstance(m, str) and m.isidentifier() for m in metrics)
-            or not isinstance(own_loaders, bool)
+            or not all(isinstance(value, bool) for value in flags.values())
         ):
             raise ValueError(f"not a task profile: {text[:200]}")
-        return cls(KINDS[KINDS.index(kind)], loop, tuple(str(m) for m in metrics), own_loaders)
+        return cls(KINDS[KINDS.index(kind)], loop, tuple(str(m) for m in metrics), **flags)
 
 
 class Task:
@@ -125,8 +134,18 @@ class Task:
     def profile(self) -> TaskProfile:
         """The task's kind, loop and declared metrics (the built-in loop's for a model)."""
         return TaskProfile(
-            self.kind, self.loop, tuple(self.declared_metrics), own_loaders=self.own_loaders
+            self.kind,
+            self.loop,
+            tuple(self.declared_metrics),
+            own_loaders=self.own_loaders,
+            test_data=self.hook("load_test_data") is not None,
+            rebuilds_models=self.model_builder() is not None,
         )
+
+    def model_builder(self) -> Callable[[dict[str, Any]], Any] | None:
+        """What rebuilds a saved model of this task from its params: ``build_model`` (the
+        built-in loop's, or an own loop's given beside ``train_fold``) or ``build_module``."""
+        return self.hook("build_module" if self.loop is Loop.LIGHTNING else "build_model")
 
     def hook(self, name: str) -> Callable[..., Any] | None:
         """The task's optional function ``name``, or None."""
@@ -169,6 +188,15 @@ def takes_argument(func: Callable[..., Any]) -> bool:
 
 
 def _loop_of(name: str, obj: Any) -> Loop:
+    """How the task trains: its own ``train_fold`` (a ``build_model`` beside it only rebuilds
+    saved models), else foldwise's loop around ``build_model``, else Lightning's around
+    ``build_module``."""
+    if callable(getattr(obj, "train_fold", None)):
+        if callable(getattr(obj, "build_module", None)):
+            raise TaskNotFound(
+                f"task {name!r} has both train_fold and build_module: give one way to train a fold"
+            )
+        return Loop.OWN
     found = [loop for loop, entry in LOOP_ENTRY.items() if callable(getattr(obj, entry, None))]
     if not found:
         raise TaskNotFound(

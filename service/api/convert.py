@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 from foldwise import schemas
 from foldwise.schemas import TrialStatus
 from service.db import studies as study_repo
-from service.db.models import FoldRunRow, StudyRow, TrialRow
+from service.db.models import FoldRunRow, RefitRow, StudyRow, TrialRow
 
 
 def studies_out(session: Session, rows: Sequence[StudyRow]) -> list[schemas.Study]:
@@ -48,6 +48,7 @@ def _study_out(
         best_trial=None if best is None else trial_summary(best),
         warm_start=row.warm_start,
         code_hash=row.code_hash,
+        holdout=row.holdout,
     )
 
 
@@ -80,4 +81,21 @@ def fold_run_out(run: FoldRunRow) -> schemas.FoldRun:
             )
             for e in run.epochs
         ],
+    )
+
+
+def refit_out(row: RefitRow) -> schemas.Refit:
+    return schemas.Refit(
+        number=row.number,
+        trial=row.trial_number,
+        status=row.status,
+        epochs=row.epochs,
+        attempt=row.attempt,
+        requested_at=row.requested_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        error=row.error,
+        curve=[schemas.EpochMetrics.model_validate(e) for e in row.curve or []],
+        test_metrics=row.test_metrics,
+        model_saved=row.model_saved,
     )

@@ -119,7 +119,7 @@ _DESCRIPTIONS = {
     401: "No token, or a token that is unknown or revoked",
     403: "The token's role or ownership does not allow this, or a cross-site request",
     404: "No such study, trial, fold or model",
-    409: "The study is still running",
+    409: "The study is still running, or its score is being computed",
     413: "The body is larger than the service accepts (FOLDWISE_MAX_BODY_BYTES)",
     415: "The body is not sent as application/json, or in a content coding (gzip)",
     503: "A store the service needs did not answer (the artifact store, for a task's code)",

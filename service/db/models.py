@@ -25,7 +25,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
-from foldwise.schemas import FoldStatus, Role, StudyStatus, TrialStatus
+from foldwise.schemas import FoldStatus, JobStatus, Role, StudyStatus, TrialStatus
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -108,6 +108,13 @@ class StudyRow(Base):
     warm_start: Mapped[dict[str, Any] | None]
     """What the spec's ``warm_start`` brought in at submit: ``{studies, observations,
     skipped}`` (``schemas.WarmStartSummary``); None without one."""
+    task_profile: Mapped[str | None] = mapped_column(Text)
+    """The task's profile found at submit (``trainers.task.TaskProfile`` as JSON): its kind
+    and what it gives, so later requests need not load its code again; None before 0009."""
+    holdout_status: Mapped[JobStatus | None] = mapped_column(_status(JobStatus), index=True)
+    """Where its hold-out score is (None: never asked for); what the scheduler polls."""
+    holdout: Mapped[dict[str, Any] | None]
+    """The hold-out score asked for and what it found (``schemas.Holdout``)."""
 
     trials: Mapped[list[TrialRow]] = relationship(
         back_populates="study", cascade="all, delete-orphan", passive_deletes=True
@@ -216,6 +223,34 @@ class WarmStartObservationRow(Base):
     value: Mapped[float | None] = mapped_column(Float)
     std_error: Mapped[float | None] = mapped_column(Float)
     value_folds: Mapped[int | None] = mapped_column(Integer)
+
+
+class RefitRow(Base):
+    """A trial's params trained on all the training data: asked for through the API (or by the
+    end of a study whose hold-out score needs it) as ``queued``, run by the scheduler through
+    the fold path, its files under ``refit_artifact_key``. A retried attempt resumes from its
+    checkpoint."""
+
+    __tablename__ = "refits"
+    __table_args__ = (UniqueConstraint("study_id", "number"), {"sqlite_autoincrement": True})
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    study_id: Mapped[int] = mapped_column(BigId, ForeignKey("studies.id", ondelete="CASCADE"))
+    number: Mapped[int] = mapped_column(Integer)
+    trial_number: Mapped[int] = mapped_column(Integer)
+    status: Mapped[JobStatus] = mapped_column(_status(JobStatus), index=True)
+    epochs: Mapped[int] = mapped_column(Integer)
+    attempt: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    requested_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    error: Mapped[str | None] = mapped_column(Text)
+    curve: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    """Each epoch the last attempt reported: ``{epoch, metrics, restored}``."""
+    checkpoint_epoch: Mapped[int | None] = mapped_column(Integer)
+    model_saved: Mapped[bool] = mapped_column(default=False, server_default=false())
+    test_metrics: Mapped[dict[str, Any] | None]
+    """Its model's score on the task's test data (``trainers.holdout``)."""
 
 
 class TokenRow(Base):

@@ -18,15 +18,22 @@ ACTIVE = (StudyStatus.QUEUED, StudyStatus.RUNNING)
 
 
 def create_study(
-    session: Session, spec: StudySpec, *, owner: str | None = None, code_hash: str | None = None
+    session: Session,
+    spec: StudySpec,
+    *,
+    owner: str | None = None,
+    code_hash: str | None = None,
+    task_profile: str | None = None,
 ) -> StudyRow:
-    """A queued study of ``spec``; ``code_hash`` names the snapshot of its task's package."""
+    """A queued study of ``spec``; ``code_hash`` names the snapshot of its task's package,
+    ``task_profile`` what the task is (as JSON)."""
     study = StudyRow(
         name=spec.name,
         status=StudyStatus.QUEUED,
         spec=spec.resolved(),
         owner=owner,
         code_hash=code_hash,
+        task_profile=task_profile,
     )
     session.add(study)
     session.flush()
@@ -139,6 +146,13 @@ def _best_trial_ids(study_ids: list[int], *, maximize: bool) -> Select[Any]:
         .scalar_subquery()
     )
     return select(best).where(StudyRow.id.in_(study_ids))
+
+
+def fold_count(study: StudyRow) -> int:
+    """The fold runs of each of the study's trials: ``parallel.folds`` x ``cv.repeats`` (a
+    spec stored before ``cv`` existed has one repeat)."""
+    spec = study.spec
+    return int(spec["parallel"]["folds"]) * int((spec.get("cv") or {}).get("repeats", 1))
 
 
 def _maximizes(study: StudyRow) -> bool:

@@ -15,6 +15,7 @@ import ray
 from foldwise.ansi import strip_ansi
 from trainers.fold_channel import FoldContractError, RankError
 from trainers.rank_exchange import PeerFailed
+from trainers.splits import SplitError
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,8 @@ class FoldFailed(Exception):
     `retryable` is True when relaunching may succeed (workers died, the process group broke) and
     False when the user's code raised; then `message` and `traceback` are the original exception's.
     `workers_intact`: every rank stopped cleanly (the same error at the same report), so the
-    workers went back to the pool.
+    workers went back to the pool. `fatal`: every fold of every trial would fail the same way
+    (the data cannot be split as the study asks), so the study ends at once.
     """
 
     def __init__(
@@ -35,12 +37,14 @@ class FoldFailed(Exception):
         retryable: bool = False,
         *,
         workers_intact: bool = False,
+        fatal: bool = False,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.traceback = traceback
         self.retryable = retryable
         self.workers_intact = workers_intact
+        self.fatal = fatal
 
 
 PROCESS_ERRORS = (
@@ -86,8 +90,14 @@ def fold_failure(errors: dict[int, BaseException], label: str, ranks: int) -> Fo
         log.info("%s failed on rank %d: %s", label, rank, message)
         if isinstance(cause, RankError):  # it names the rank at fault itself
             where = ""
+        if isinstance(cause, SplitError):  # the same data on every rank: no rank to name
+            where, message = "", str(cause)
         return FoldFailed(
-            f"{where}{message}", _traceback_text(err), retryable=False, workers_intact=intact
+            f"{where}{message}",
+            _traceback_text(err),
+            retryable=False,
+            workers_intact=intact,
+            fatal=isinstance(cause, SplitError),
         )
     log.warning("%s lost its workers (rank %d): %s", label, rank, message)
     return FoldFailed(

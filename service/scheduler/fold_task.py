@@ -42,6 +42,10 @@ class FoldExecutor(Protocol):
         stats: FoldRunStats | None = None,
     ) -> Any: ...
 
+    async def score_models(
+        self, job: FoldJob, models: list[bytes], *, cpus: float, gpus: float = 0.0
+    ) -> dict[str, Any]: ...
+
 
 @dataclass(frozen=True)
 class FoldOutcome:
@@ -58,6 +62,8 @@ class FoldOutcome:
     train_seconds: float = 0.0
     curve: tuple[float, ...] = ()
     """The objective after each epoch that counts: a reference for pruning."""
+    fatal: bool = False
+    """Every trial would fail the same way (the data cannot be split as the study asks)."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +151,7 @@ class FoldTask:
                         FoldStatus.FAILED,
                         reason=exc.message,
                         traceback=exc.traceback,
+                        fatal=exc.fatal,
                     )
                 await self.context.store.finish_fold_run(  # this attempt's end, not the fold's
                     self.context.study_id,

@@ -18,8 +18,10 @@ from typing import Any
 
 from service.artifact_store import artifact_store, delete_study_artifacts
 from service.cluster_fit import NodeCapacity
+from service.db import refits as refit_repo
 from service.scheduler.cluster_share import ClusterShare
 from service.scheduler.fold_task import FoldExecutor
+from service.scheduler.holdout_runner import HoldoutRunner
 from service.scheduler.lease import LeaseLost, SchedulerLease
 from service.scheduler.store import SchedulerStore
 from service.scheduler.study_runner import StudyRunner
@@ -45,6 +47,8 @@ class Scheduler:
         self.lease = lease
         self.poll_seconds = poll_seconds
         self._runners: dict[int, tuple[StudyRunner, asyncio.Task[None]]] = {}
+        self._holdouts: dict[int, asyncio.Task[None]] = {}
+        """Ended studies' refits and hold-out scores being run, by study."""
         self.share = ClusterShare()
         """The cluster's CPUs and GPUs, shared among the running studies."""
         self._capacity_read_at = -math.inf
@@ -69,10 +73,12 @@ class Scheduler:
         """Cancel every study task without recording anything: the trials stay as they are,
         for whichever scheduler runs the studies next."""
         tasks = [task for _runner, task in self._runners.values()]
+        tasks += list(self._holdouts.values())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._runners.clear()
+        self._holdouts.clear()
 
     def wake(self) -> None:
         """Look for new studies and for stop and delete requests now, not at the next poll."""
@@ -114,6 +120,7 @@ class Scheduler:
                 if await self.lease.hold():
                     await self._read_capacity()
                     await self._start_new_studies()
+                    await self._start_holdouts()
                     await self._carry_out_deletions()
                 elif self._runners:  # lost the lease: another instance schedules now
                     await self._drop_runners()
@@ -144,11 +151,25 @@ class Scheduler:
             if entry is not None:
                 entry[0].wake()
                 continue
+            holdout = self._holdouts.get(study_id)
+            if holdout is not None:  # a refit may train for long: it ends with its study
+                holdout.cancel()
+                continue
             await self.store.delete_study(study_id)
             if self.store.artifact_dir is not None:
                 store = artifact_store(self.store.artifact_dir)
                 await asyncio.to_thread(delete_study_artifacts, store, study_id)
             log.info("deleted study %s", study_id)
+
+    async def _start_holdouts(self) -> None:
+        """Run the refits and hold-out scores asked of ended studies, a task a study."""
+        for study_id in await self.store.read(refit_repo.studies_with_open_jobs):
+            if study_id in self._holdouts or study_id in self._runners:
+                continue
+            runner = HoldoutRunner(study_id, self.store, self.executor)
+            task = asyncio.create_task(runner.run(), name=f"holdout-{study_id}")
+            task.add_done_callback(lambda _t, sid=study_id: self._holdouts.pop(sid, None))
+            self._holdouts[study_id] = task
 
     async def _start_new_studies(self) -> None:
         for study_id in await self.store.active_study_ids():

@@ -67,7 +67,7 @@ class SchedulerStore:
         self._fence = fence or (lambda _session: None)
         self.artifact_dir = None if artifact_dir is None else os.fspath(artifact_dir)
 
-    async def _write(
+    async def write(
         self, study_id: int, work: Callable[[Session], T], *, trials: bool = True
     ) -> T:
         """``work`` in one transaction that also marks the study changed; ``trials=False``
@@ -80,6 +80,10 @@ class SchedulerStore:
             return result
 
         return await self._db.write(changed)
+
+    async def read(self, work: Callable[[Session], T]) -> T:
+        """``work`` in a read-only transaction."""
+        return await self._db.read(work)
 
     async def active_study_ids(self) -> list[int]:
         return await self._db.read(study_repo.active_study_ids)
@@ -104,7 +108,7 @@ class SchedulerStore:
             started_at = study.started_at or utcnow()
             return StudyStart(study.spec, handles, started_at, study.code_hash)
 
-        return await self._write(study_id, work)
+        return await self.write(study_id, work)
 
     async def stop_requested(self, study_id: int) -> bool:
         def work(session: Session) -> bool:
@@ -149,7 +153,7 @@ class SchedulerStore:
                 handles.append(TrialHandle(row.id, row.number, row.params))
             return handles
 
-        return await self._write(study_id, work)
+        return await self.write(study_id, work)
 
     async def finish_trial(
         self, study_id: int, trial_id: int, status: TrialStatus, **fields: Any
@@ -164,7 +168,7 @@ class SchedulerStore:
             fold_repo.close_open_fold_runs(session, [trial_id])
             return trial.number
 
-        number = await self._write(study_id, work)
+        number = await self.write(study_id, work)
         if number is not None:
             TRIALS_ENDED.labels(status.value).inc()
             outcome = fields.get("error") or f"value {fields.get('value')}"
@@ -181,7 +185,7 @@ class SchedulerStore:
             if study is not None:
                 _finish_study(session, study, status, error)
 
-        await self._write(study_id, work)
+        await self.write(study_id, work)
         log.info("study %s %s%s", study_id, status, f": {error}" if error else "")
 
     async def deletion_requests(self) -> list[int]:
@@ -259,10 +263,10 @@ class SchedulerStore:
             run = fold_repo.start_fold_run(session, trial_id, fold)
             return run.id, run.attempt
 
-        return await self._write(study_id, work, trials=False)
+        return await self.write(study_id, work, trials=False)
 
     async def record_epoch(self, study_id: int, fold_run_id: int, report: EpochReport) -> None:
-        await self._write(
+        await self.write(
             study_id,
             lambda s: fold_repo.record_epoch(s, fold_run_id, report),
             trials=False,
@@ -272,7 +276,7 @@ class SchedulerStore:
         self, study_id: int, fold_run_id: int, kind: ArtifactKind, epoch: int
     ) -> None:
         """The fold run saved a checkpoint after ``epoch``, or its model (in the store)."""
-        await self._write(
+        await self.write(
             study_id,
             lambda s: fold_repo.record_artifact(s, fold_run_id, kind, epoch),
             trials=False,
@@ -281,7 +285,7 @@ class SchedulerStore:
     async def record_placement(
         self, study_id: int, fold_run_id: int, placement: list[dict[str, Any]]
     ) -> None:
-        await self._write(
+        await self.write(
             study_id,
             lambda s: fold_repo.record_placement(s, fold_run_id, placement),
             trials=False,
@@ -295,7 +299,7 @@ class SchedulerStore:
             if study is not None:
                 study.waiting = reason
 
-        await self._write(study_id, work, trials=False)
+        await self.write(study_id, work, trials=False)
 
     async def close_fold_runs(
         self, study_id: int, fold_run_ids: list[int], status: FoldStatus, error: str | None
@@ -303,7 +307,7 @@ class SchedulerStore:
         """End the fold runs among these still running with ``status`` (cut short)."""
         if not fold_run_ids:
             return
-        await self._write(
+        await self.write(
             study_id,
             lambda s: fold_repo.close_fold_runs(s, fold_run_ids, status, error),
             trials=False,
@@ -312,7 +316,7 @@ class SchedulerStore:
     async def finish_fold_run(
         self, study_id: int, fold_run_id: int, status: FoldStatus, **fields: Any
     ) -> None:
-        await self._write(
+        await self.write(
             study_id,
             lambda s: fold_repo.finish_fold_run(s, fold_run_id, status, **fields),
             trials=False,

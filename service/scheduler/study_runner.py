@@ -35,6 +35,7 @@ from service.db.trials import STOPPED_ERROR
 from service.metrics import FOLD_SLOT_SECONDS, SUGGESTION_SECONDS
 from service.scheduler.cluster_share import ClusterShare, fold_needs
 from service.scheduler.fold_task import FoldExecutor, FoldOutcome, FoldTask, StudyContext
+from service.scheduler.holdout_runner import queue_study_holdout
 from service.scheduler.lease import LeaseLost
 from service.scheduler.pruning import FoldCurves
 from service.scheduler.racing import Incumbent, race_verdict
@@ -53,6 +54,10 @@ log = logging.getLogger(__name__)
 PLACEMENT_PATIENCE_S = 10.0
 """How long a fold run given a slot may wait for Ray to place its workers before the study's
 ``waiting`` says so (placing takes well under a second on a cluster that has room)."""
+
+
+class StudyCannotRun(Exception):
+    """No trial of the study can run (its data cannot be split as it asks): it fails now."""
 
 
 class StudyRunner:
@@ -100,6 +105,10 @@ class StudyRunner:
         except LeaseLost:  # another scheduler runs the study now: write nothing more
             log.warning("study %s: this instance lost the scheduler lease", self.study_id)
             await self._cancel_trials()
+        except StudyCannotRun as exc:
+            log.warning("study %s cannot run: %s", self.study_id, exc)
+            await self._cancel_trials(error=f"the study ended: {exc}")
+            await self.store.finish_study(self.study_id, StudyStatus.FAILED, error=str(exc))
         except Exception as exc:
             log.exception("study %s failed", self.study_id)
             await self._cancel_trials()
@@ -171,7 +180,7 @@ class StudyRunner:
     async def _fold_slots(self, spec: StudySpec) -> int:
         """Fold runs the study keeps going at once: trial_groups x folds, or fewer when the
         cluster holds fewer (so the order of ``folds_to_start`` decides what runs first)."""
-        slots = spec.parallel.trial_groups * spec.parallel.folds
+        slots = spec.parallel.trial_groups * spec.fold_count
         capacities = getattr(self.executor, "node_capacities", None)
         if capacities is None:
             return slots
@@ -234,7 +243,7 @@ class StudyRunner:
         racing = spec.racing.min_folds if spec.racing.rule != "off" else None
         free = self.slots - len(self.folds)
         ready = folds_to_start(
-            self.trials.values(), folds=spec.parallel.folds, min_folds=racing, free=free
+            self.trials.values(), folds=spec.fold_count, min_folds=racing, free=free
         )
         allowed = len(ready)
         if self.share is not None:
@@ -316,6 +325,8 @@ class StudyRunner:
         elif status is FoldStatus.FAILED:
             error = f"fold {outcome.fold}: {outcome.reason}"
             await self._end_trial(trial, TrialStatus.FAILED, error=error)
+            if outcome.fatal:  # every trial would fail so: end the study now, saying why
+                raise StudyCannotRun(outcome.reason or error)
         else:  # only a trial that ended stops its folds: never run this one again
             error = f"fold {outcome.fold} ended {status} while its trial still ran"
             log.error("study %s trial %s: %s", self.study_id, trial.handle.number, error)
@@ -326,7 +337,7 @@ class StudyRunner:
         worse than the incumbent on the same folds."""
         assert self.context is not None, "the study has not started"
         spec = self.context.spec
-        folds = spec.parallel.folds
+        folds = spec.fold_count
         if len(trial.values) >= folds:
             mean, std_error = aggregate([trial.values[k] for k in sorted(trial.values)])
             await self._end_trial(
@@ -406,6 +417,9 @@ class StudyRunner:
 
     async def _finish(self) -> None:
         status, error = await self.store.outcome(self.study_id)
+        if status is StudyStatus.COMPLETED and self.context is not None:
+            # asked for before the study ends: the end is what lets it run
+            await queue_study_holdout(self.store, self.study_id, self.context.spec)
         await self.store.finish_study(self.study_id, status, error=error)
         log.info(
             "study %s: %d fold slots, %.0f%% busy while it ran",

@@ -591,3 +591,62 @@ def test_precision_names_and_fp16_needs_a_gpu(doc):
     assert StudySpec.model_validate(doc).trainer.precision == "fp16"
     doc["trainer"]["precision"] = "fp8"
     assert errors_of(doc)[0]["loc"] == ("trainer", "precision")
+
+
+# --- cross-validation and the hold-out score ---------------------------------------------
+
+
+def test_cv_and_holdout_default_to_the_kind_and_to_none(doc):
+    spec = StudySpec.model_validate(doc)
+    assert (spec.cv.scheme, spec.cv.repeats, spec.cv.gap, spec.holdout) == (None, 1, 0, None)
+    assert spec.fold_count == 5
+    doc["cv"] = {"scheme": "stratified", "repeats": 3}
+    doc["holdout"] = {"score": "both"}
+    spec = StudySpec.model_validate(doc)
+    assert spec.fold_count == 15 and spec.holdout.score == "both" and spec.holdout.epochs is None
+    assert spec.resolved()["cv"] == {"scheme": "stratified", "repeats": 3, "gap": 0}
+
+
+@pytest.mark.parametrize(
+    ("cv", "loc", "fragment"),
+    [
+        ({"gap": 3}, ("cv", "gap"), "it applies to cv.scheme time_series only"),
+        ({"scheme": "kfold", "gap": 3}, ("cv", "gap"), "time_series only"),
+        (
+            {"scheme": "time_series", "repeats": 2},
+            ("cv", "repeats"),
+            "cv.scheme time_series splits the same way every time: repeats must be 1",
+        ),
+        ({"scheme": "predefined", "repeats": 3}, ("cv", "repeats"), "repeats must be 1"),
+        ({"scheme": "stratified_group", "repeats": 2}, ("cv", "repeats"), "repeats must be 1"),
+        ({"repeats": 21}, ("cv", "repeats"), "parallel.folds x cv.repeats is 105 fold runs"),
+        ({"scheme": "loo"}, ("cv", "scheme"), "Input should be"),
+        ({"repeats": 0}, ("cv", "repeats"), "greater than or equal to 1"),
+        ({"gap": -1}, ("cv", "gap"), "greater than or equal to 0"),
+        ({"shuffle": False}, ("cv", "shuffle"), "Extra inputs are not permitted"),
+    ],
+)
+def test_a_split_that_cannot_be_made_is_refused_at_its_field(doc, cv, loc, fragment):
+    doc["cv"] = cv
+    assert_rejected(doc, loc, fragment)
+
+
+def test_racing_counts_every_repeats_folds(doc):
+    doc["parallel"]["folds"] = 2
+    doc["racing"] = {"rule": "forgiving", "min_folds": 2}
+    assert_rejected(doc, ("racing", "min_folds"), "below parallel.folds (2)")
+    doc["cv"] = {"repeats": 2}  # 4 fold runs a trial: 2 may go before racing decides
+    assert StudySpec.model_validate(doc).racing.min_folds == 2
+
+
+@pytest.mark.parametrize(
+    ("holdout", "loc", "fragment"),
+    [
+        ({"score": "all"}, ("holdout", "score"), "'ensemble', 'refit' or 'both'"),
+        ({"epochs": 0}, ("holdout", "epochs"), "greater than or equal to 1"),
+        ({"refit": True}, ("holdout", "refit"), "Extra inputs are not permitted"),
+    ],
+)
+def test_a_bad_holdout_is_refused_at_its_field(doc, holdout, loc, fragment):
+    doc["holdout"] = holdout
+    assert_rejected(doc, loc, fragment)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from foldwise.spec import EarlyStopping, Objective, TrainerSpec
+from foldwise.spec import CrossValidation, EarlyStopping, Objective, TrainerSpec
 from trainers.ddp import free_port
 from trainers.fold_runner import run_fold, run_fold_in_directory
 from trainers.job import FoldJob
@@ -29,15 +29,18 @@ def make_job(
     trial_key: str = "",
     objective: dict[str, Any] | None = None,
     early_stopping: dict[str, Any] | None = None,
+    cv: dict[str, Any] | None = None,
     **trainer: Any,
 ) -> FoldJob:
-    """A job for ``task`` with ``trainer`` settings (validated by the spec's own types)."""
+    """A job for ``task`` with ``trainer`` settings (validated by the spec's own types);
+    ``folds`` counts every fold run of a trial (``parallel.folds`` x ``cv.repeats``)."""
     return FoldJob(
         trainer=TrainerSpec(task=task, **trainer),
         params=params or {},
         fold=fold,
         folds=folds,
         objective=Objective.model_validate(objective or {}, strict=False),
+        cv=CrossValidation.model_validate(cv or {}, strict=False),
         early_stopping=None if early_stopping is None else EarlyStopping(**early_stopping),
         seed=seed,
         world_size=world_size,

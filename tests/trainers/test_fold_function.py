@@ -180,3 +180,48 @@ def test_a_rank_that_returns_early_fails_the_fold_naming_it(tmp_path) -> None:
         "last report: epoch 1) had not 2 s later"
     )
     assert results[0]["epochs"] == [1] and "error" in results[0]  # its peer left its DDP step
+
+
+class _Grouped(_Look):
+    """The own loop's 240 samples in 30 groups of 8 (a patient, say), each in a fold of its
+    own when the ids are asked for, in time order as they are."""
+
+    def load_groups(self) -> np.ndarray:
+        return np.arange(240) // 8
+
+    def load_fold_ids(self) -> np.ndarray:
+        return (np.arange(240) // 8) % 4
+
+
+@pytest.mark.parametrize(
+    ("cv", "folds"),
+    [
+        ({"scheme": "group"}, 4),
+        ({"scheme": "stratified_group"}, 4),
+        ({"scheme": "time_series", "gap": 5}, 4),
+        ({"scheme": "predefined"}, 4),
+        ({"scheme": "kfold", "repeats": 2}, 8),
+    ],
+)
+def test_the_fold_function_gets_the_folds_the_studys_cv_makes(cv, folds) -> None:
+    groups, ids = np.arange(240) // 8, (np.arange(240) // 8) % 4
+    seen = []
+    for fold in range(folds):
+        job = make_job(
+            f"{__name__}:_Grouped", folds=folds, fold=fold, seed=5, epochs=1, cv=cv,
+            objective={"metric": "val_accuracy", "direction": "maximize"},
+        )  # fmt: skip
+        run_local(job)
+        train, val = SEEN["indices"]
+        seen.append(val)
+        assert not set(train) & set(val)
+        if cv["scheme"] in ("group", "stratified_group"):
+            assert not set(groups[train]) & set(groups[val])  # no group in two folds
+        if cv["scheme"] == "time_series":
+            assert train.max() + 5 < val.min()  # never trained on what comes after
+        if cv["scheme"] == "predefined":
+            assert set(ids[val]) == {fold} and fold not in set(ids[train])
+    if cv["scheme"] != "time_series":  # each repeat's validation folds cover every sample
+        for repeat in range(folds // 4):
+            block = np.concatenate(seen[repeat * 4 : repeat * 4 + 4])
+            assert sorted(block.tolist()) == list(range(240))

@@ -24,7 +24,7 @@ def test_nas_mlp_depth_and_per_layer_choices() -> None:
     assert [type(m) for m in model if not isinstance(m, nn.Linear)] == [
         nn.ReLU, nn.Tanh, nn.ReLU, nn.Dropout
     ]  # fmt: skip
-    X, y = task.obj.load_data()
+    X, y = task.obj.load_data({})
     assert model(torch.as_tensor(X[:5])).shape == (5, 10) and X.shape[1] == 64
 
 
@@ -45,7 +45,7 @@ def test_nas_mlp_rejects_impossible_architectures(params: dict, message: str) ->
 )  # fmt: skip
 def test_nas_cnn_builds_for_8x8_images(params: dict) -> None:
     task = resolve_task("nas_cnn")
-    X, _ = task.obj.load_data()
+    X, _ = task.obj.load_data({})
     assert X.shape[1:] == (1, 8, 8)
     assert task.obj.build_model(params)(torch.as_tensor(X[:3])).shape == (3, 10)
 

@@ -24,7 +24,7 @@ def test_builtin_task_resolves_and_builds() -> None:
 
 
 def test_digits_data_is_standardised_float32() -> None:
-    X, y = digits_mlp.load_data()
+    X, y = digits_mlp.load_data({})
     assert X.dtype == np.float32 and X.shape == (1797, 64) and y.dtype == np.int64
     assert abs(float(X.mean())) < 1e-3
 
@@ -117,8 +117,21 @@ class _NoMetrics:
 class _TwoWays(_NoMetrics):
     metrics = ["m"]
 
+    def build_module(self, params: dict) -> nn.Module:
+        return nn.Linear(1, 1)
+
+
+class _OwnLoopWithItsModel(_NoMetrics):
+    """An own loop that gives build_model too: it trains with train_fold, and its saved models
+    can be rebuilt (for a hold-out score)."""
+
+    metrics = ["m"]
+
     def build_model(self, params: dict) -> nn.Module:
         return nn.Linear(1, 1)
+
+    def load_test_data(self) -> tuple:
+        return [[0.0]], [0]
 
 
 class _Reserved(_NoMetrics):
@@ -140,7 +153,7 @@ def test_hooks_get_the_fold_context_when_they_ask_for_it() -> None:
         ("tests.user_tasks:task", "has no 'task'"),
         ("json", "has no load_data"),
         (f"{__name__}:_NoMetrics", "declare the metrics it reports"),
-        (f"{__name__}:_TwoWays", "has both train_fold and build_model"),
+        (f"{__name__}:_TwoWays", "has both train_fold and build_module"),
         (f"{__name__}:_Reserved", "foldwise measures 'epoch_seconds' itself"),
     ],
 )
@@ -149,3 +162,31 @@ def test_unknown_tasks_raise_task_not_found(name: str, message: str) -> None:
         resolve_task(name)
     assert isinstance(info.value, ValueError)
     assert "\n" not in str(info.value)
+
+
+def test_an_own_loop_may_give_build_model_to_rebuild_its_saved_models() -> None:
+    task = resolve_task(f"{__name__}:_OwnLoopWithItsModel")
+    assert task.loop is Loop.OWN and task.model_builder() is not None
+    profile = task.profile()
+    assert (profile.test_data, profile.rebuilds_models, profile.own_loaders) == (True, True, True)
+    assert TaskProfile.from_json(profile.to_json()) == profile
+    bare = resolve_task(f"{__name__}:_Declared").profile()
+    assert (bare.test_data, bare.rebuilds_models) == (False, False)
+
+
+class _Declared(_NoMetrics):
+    metrics = ["m"]
+
+
+def test_a_test_fraction_keeps_the_same_stratified_digits_aside() -> None:
+    options = {"test_fraction": 0.25}
+    X, y = digits_mlp.load_data(options)
+    X_test, y_test = digits_mlp.load_test_data(options)
+    assert (len(y), len(y_test)) == (1347, 450)
+    assert np.bincount(y_test).min() >= 43  # each class keeps its share (the smallest has 174)
+    again, _ = digits_mlp.load_test_data(options)
+    assert np.array_equal(again, X_test)
+    whole, labels = digits_mlp.load_data({})
+    assert np.array_equal(np.bincount(y) + np.bincount(y_test), np.bincount(labels))
+    with pytest.raises(ValueError, match="only when trainer.options sets test_fraction"):
+        digits_mlp.load_test_data({})

@@ -1,13 +1,15 @@
 """A user task with its own loop (``train_fold``), with a ``mode`` param for the contract tests.
 
 The data is a lazy Dataset of 240 samples, 6 features, 2 classes, whose training reads add
-fresh noise every time (an augmentation); ``load_eval_data`` reads the same samples clean.
-Modes: "ok" trains an MLP and reports val_loss, val_accuracy and train_noise (the mean of
-the augmentation noise it saw in the epoch); "silent" returns without reporting; "text"
-reports a string; "nan" reports NaN; "no_objective" reports train_loss only; "early" makes
-rank 1 return after one epoch; "raise" raises on rank 1 before its first report;
-"skip_collective" makes rank 1 skip an all-reduce rank 0 calls before its first report (a
-deadlock); "ignore_stop" never checks ``should_stop``; "sleep" sleeps an hour before it.
+fresh noise every time (an augmentation); ``load_eval_data`` reads the same samples clean,
+``load_test_data`` other samples (``build_model`` and ``predict`` let a hold-out score rebuild
+the saved models and predict with them). Modes: "ok" trains an MLP and reports val_loss,
+val_accuracy and train_noise (the mean of the augmentation noise it saw in the epoch);
+"silent" returns without reporting; "text" reports a string; "nan" reports NaN;
+"no_objective" reports train_loss only; "early" makes rank 1 return after one epoch; "raise"
+raises on rank 1 before its first report; "skip_collective" makes rank 1 skip an all-reduce
+rank 0 calls before its first report (a deadlock); "ignore_stop" never checks
+``should_stop``; "sleep" sleeps an hour before it.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ SAMPLES = 240
 class Points(Dataset):
     """Two Gaussian blobs; with ``augment`` each read adds fresh noise (from torch's RNG)."""
 
-    def __init__(self, augment: bool) -> None:
-        rng = np.random.default_rng(7)
+    def __init__(self, augment: bool, seed: int = 7) -> None:
+        rng = np.random.default_rng(seed)
         self.targets = (np.arange(SAMPLES) % 2).astype(np.int64)
         centres = np.where(self.targets[:, None] == 1, 1.0, -1.0)
         self.X = (centres + rng.normal(size=(SAMPLES, 6))).astype(np.float32)
@@ -52,11 +54,38 @@ def load_eval_data() -> Dataset:
     return Points(augment=False)
 
 
+def load_test_data() -> Dataset:
+    """Other samples of the same blobs, for a hold-out score."""
+    return Points(augment=False, seed=11)
+
+
+def build_model(params: dict[str, Any]) -> nn.Module:
+    """The network ``train_fold`` trains: a hold-out score rebuilds saved ones with it."""
+    return nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 2))
+
+
+def predict(model: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
+    """A sample's last column is the augmentation's noise, not a feature."""
+    return model(inputs[:, :6])
+
+
+class WithoutItsModel:
+    """The same own loop with test data, but no way to rebuild its saved models."""
+
+    metrics = metrics
+    load_data = staticmethod(load_data)
+    load_test_data = staticmethod(load_test_data)
+
+    @staticmethod
+    def train_fold(ctx: Any) -> None:
+        train_fold(ctx)
+
+
 def train_fold(ctx: Any) -> None:
     mode = ctx.params.get("mode", "ok")
     if mode == "silent":
         return
-    model = ctx.prepare_model(nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 2)))
+    model = ctx.prepare_model(build_model(ctx.params))
     optimizer = torch.optim.Adam(model.parameters(), lr=ctx.params.get("lr", 0.01))
     train = ctx.prepare_loader(ctx.train_dataset, ctx.batch_size, shuffle=True)
     val = ctx.prepare_eval_loader(ctx.val_dataset, 64)

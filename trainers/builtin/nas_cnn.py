@@ -15,7 +15,7 @@ from typing import Any
 
 from torch import nn
 
-from trainers.builtin.digits_data import load_digits_images
+from trainers.builtin.digits_data import load_digits_images, split_off_test
 from trainers.builtin.nas_mlp import activation, layer_choice
 
 kind = "classification"
@@ -25,8 +25,13 @@ MAX_BLOCKS = 4
 IMAGE_SIZE = 8
 
 
-def load_data() -> tuple[Any, Any]:
-    return load_digits_images()
+def load_data(options: dict[str, Any]) -> tuple[Any, Any]:
+    return split_off_test(load_digits_images(), options, test=False)
+
+
+def load_test_data(options: dict[str, Any]) -> tuple[Any, Any]:
+    """The ``test_fraction`` of the digits kept aside for a hold-out score."""
+    return split_off_test(load_digits_images(), options, test=True)
 
 
 def build_model(params: dict[str, Any]) -> nn.Module:

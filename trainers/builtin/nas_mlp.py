@@ -12,7 +12,7 @@ from typing import Any
 
 from torch import nn
 
-from trainers.builtin.digits_data import load_digits_flat
+from trainers.builtin.digits_data import load_digits_flat, split_off_test
 
 kind = "classification"
 
@@ -27,8 +27,13 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {
 MAX_DEPTH = 8
 
 
-def load_data() -> tuple[Any, Any]:
-    return load_digits_flat()
+def load_data(options: dict[str, Any]) -> tuple[Any, Any]:
+    return split_off_test(load_digits_flat(), options, test=False)
+
+
+def load_test_data(options: dict[str, Any]) -> tuple[Any, Any]:
+    """The ``test_fraction`` of the digits kept aside for a hold-out score."""
+    return split_off_test(load_digits_flat(), options, test=True)
 
 
 def layer_choice(params: dict[str, Any], name: str, i: int, default: Any) -> Any:

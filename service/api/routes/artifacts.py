@@ -96,21 +96,27 @@ async def get_best_model(
 
 
 async def _model_file(location: str, study: StudyRow, trial: TrialRow, fold: int) -> Response:
-    folds = int(study.spec["parallel"]["folds"])
+    folds = study_repo.fold_count(study)
     if fold >= folds:
         raise HTTPException(
             status.HTTP_404_NOT_FOUND,
             f"study {study.id} has {folds} folds (0 to {folds - 1}); there is no fold {fold}",
         )
+    return await send_model(
+        location,
+        fold_model_key(study.id, trial.number, fold),
+        f"study{study.id}-trial{trial.number}-fold{fold}-model.pt",
+        f"no saved model for fold {fold} of trial {trial.number} of study {study.id}",
+    )
+
+
+async def send_model(location: str, key: str, filename: str, missing: str) -> Response:
+    """The model file at ``key`` of the artifact store: a local file answers byte ranges, a
+    remote one is streamed whole; a 404 saying ``missing`` when there is none."""
     store = artifact_store(location)
-    key = fold_model_key(study.id, trial.number, fold)
     local = store.local_path(key)
     if local is None and (store.is_local or not await anyio.to_thread.run_sync(store.exists, key)):
-        raise HTTPException(
-            status.HTTP_404_NOT_FOUND,
-            f"no saved model for fold {fold} of trial {trial.number} of study {study.id}",
-        )
-    filename = f"study{study.id}-trial{trial.number}-fold{fold}-model.pt"
+        raise HTTPException(status.HTTP_404_NOT_FOUND, missing)
     if local is not None:
         return FileResponse(local, media_type="application/octet-stream", filename=filename)
     return StreamingResponse(

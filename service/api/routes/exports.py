@@ -24,6 +24,7 @@ from service.api.deps import (
     trial_sort_options,
 )
 from service.api.errors import documented
+from service.db import studies as study_repo
 from service.db import trials as trial_repo
 from service.db.engine import SessionRunner
 
@@ -70,7 +71,7 @@ async def export_trials_csv(
             session, study.id, status=status_, sort=sort, **options
         )
         others = trial_repo.other_param_names(session, study.id, space, status=status_)
-        return trial_ids, [*space, *others], int(study.spec["parallel"]["folds"])
+        return trial_ids, [*space, *others], study_repo.fold_count(study)
 
     headers, export = await reads.study_export(study_id, work)
     if export is None:

@@ -17,6 +17,7 @@ from service.api.conditional import ReadsDep, conditional
 from service.api.deps import MAX_ID, StudyId, UtcDatetime, decimal_int, study_or_404
 from service.api.errors import documented
 from service.db import insights
+from service.db import studies as study_repo
 from service.db.models import StudyRow
 
 router = APIRouter(
@@ -121,7 +122,7 @@ async def top_folds(
 
     def work(session: Session) -> TopFolds:
         study = study_or_404(session, study_id)
-        k = int(study.spec["parallel"]["folds"])
+        k = study_repo.fold_count(study)
         rows = insights.top_trial_folds(session, study.id, maximize=_maximize(study), top=top)
         return TopFolds(
             folds=k,

@@ -27,7 +27,7 @@ from service.api.errors import documented
 from service.api.strict_json import StrictJSONRoute
 from service.artifact_store import artifact_store
 from service.db import studies as study_repo
-from service.spec_checks import check_runnable
+from service.spec_checks import Runnable, check_runnable
 from service.task_code import CodeCache, keep_snapshot
 from service.warm_start import plan_warm_start, seed_study
 
@@ -55,32 +55,39 @@ async def create_study(
     ``warm_start`` copies the named studies' finished trials that fit the space into it. A
     user task's package is copied now, and the study runs that copy (``code_hash``)."""
 
-    def check() -> str | None:
+    def check() -> Runnable:
         nodes = scheduler.cluster_nodes() if scheduler and settings.check_cluster_fit else []
         describe = scheduler.describe_task if scheduler is not None else None
-        snapshot = check_runnable(
+        runnable = check_runnable(
             spec,
             task_modules=settings.task_modules,
             describe=describe,
             nodes=nodes,
             code_cache=CodeCache(settings.code_cache_dir),
         )
-        if snapshot is None:
-            return None
+        if runnable.snapshot is None:
+            return runnable
         try:  # where every instance's scheduler finds it
-            keep_snapshot(artifact_store(settings.artifact_dir), snapshot)
+            keep_snapshot(artifact_store(settings.artifact_dir), runnable.snapshot)
         except Exception as exc:
             raise HTTPException(
                 status.HTTP_503_SERVICE_UNAVAILABLE,
                 f"the task's code could not be kept in the artifact store: {exc}",
             ) from exc
-        return snapshot.hash
+        return runnable
 
-    code_hash = await anyio.to_thread.run_sync(check)
+    runnable = await anyio.to_thread.run_sync(check)
+    code_hash = None if runnable.snapshot is None else runnable.snapshot.hash
 
     def work(session: Session) -> schemas.Study:
         warm_start = plan_warm_start(session, spec)  # reads first: the write lock comes after
-        study = study_repo.create_study(session, spec, owner=principal.name, code_hash=code_hash)
+        study = study_repo.create_study(
+            session,
+            spec,
+            owner=principal.name,
+            code_hash=code_hash,
+            task_profile=runnable.profile.to_json(),
+        )
         seed_study(session, study, warm_start)
         return studies_out(session, [study])[0]
 

@@ -159,6 +159,11 @@ export function setLive(active, when = new Date()) {
   node.textContent = active ? `live · updated ${when.toLocaleTimeString("en-GB")}` : "";
 }
 
+/** The fold runs of each of a study's trials: parallel.folds of each of cv.repeats. */
+export function foldCount(spec) {
+  return spec.parallel.folds * (spec.cv?.repeats ?? 1);
+}
+
 export function card(label, value, attrs = {}) {
   return el("div", { class: "card", ...attrs }, el("div", { class: "label", text: label }),
     value instanceof Node ? el("div", { class: "value" }, value) : el("div", { class: "value", text: value }));

@@ -41,12 +41,38 @@ function renderSummary(study) {
     card("Objective", `${study.spec.objective.direction} ${study.spec.objective.metric}`),
     card("Optimizer", study.spec.optimizer.name),
     card("Task", taskText(study), { id: "card-task" }),
-    card("Folds × workers", `${par.folds} × ${par.workers_per_fold} (${par.trial_groups} in parallel)`),
+    card("Folds × workers", foldsText(study.spec), { id: "card-folds" }),
     card("Created", fmtTime(study.created_at)),
-    card("Elapsed", study.started_at ? fmtDuration(secondsBetween(study.started_at, study.finished_at)) : "not started"));
+    card("Elapsed", study.started_at ? fmtDuration(secondsBetween(study.started_at, study.finished_at)) : "not started"),
+    ...(study.holdout ? [card(`Hold-out (trial ${study.holdout.trial ?? "—"})`, holdoutText(study), { id: "card-holdout" })] : []));
   const error = document.getElementById("study-error");
   error.replaceChildren(...(study.error ? [el("div", { class: "callout", text: study.error })] : []),
     ...(study.waiting ? [el("div", { class: "callout waiting", id: "study-waiting", text: study.waiting })] : []));
+}
+
+/** "5 × 2 (2 in parallel)", "5 ×3 repeats × 2 ...", the scheme under it ("time_series gap 10"). */
+function foldsText(spec) {
+  const cv = spec.cv ?? {};
+  const par = spec.parallel;
+  const repeats = (cv.repeats ?? 1) > 1 ? ` ×${cv.repeats} repeats` : "";
+  const scheme = [cv.scheme ?? "by the task's kind", cv.gap ? `gap ${cv.gap}` : ""].filter(Boolean).join(" ");
+  return el("span", {}, `${par.folds}${repeats} × ${par.workers_per_fold} (${par.trial_groups} in parallel)`,
+    el("div", { class: "sub", text: scheme }));
+}
+
+/** The study's objective on the test data beside its CV value, or where the score is. */
+function holdoutText(study) {
+  const h = study.holdout;
+  if (h.status !== "completed") return el("span", { title: h.error ?? "" }, h.status, ...(h.error ? [el("div", { class: "sub", text: h.error })] : []));
+  const o = h.objective;
+  const lines = [];
+  for (const [name, metrics] of [["ensemble", h.ensemble], ["refit", h.refit]]) {
+    if (!metrics) continue;
+    const shown = Object.entries(metrics).map(([k, v]) => `${k} ${fmtValueSe(v, null)}`).join(", ");
+    lines.push(el("div", { class: "sub", text: `${name}: ${shown}` }));
+  }
+  const head = o ? `test ${o.test_metric} ${[o.ensemble, o.refit].filter((v) => v !== null && v !== undefined).map((v) => fmtValueSe(v, null)).join(" / ")} · CV ${fmtValueSe(o.cv, o.cv_std_error)}` : "scored";
+  return el("span", {}, head, ...lines);
 }
 
 /** The study's task, and for a user's task the hash of the copy of its package the study runs. */

@@ -1,6 +1,6 @@
 // The study page's plots, drawn from the compact arrays of /studies/{id}/insights/*.
 "use strict";
-import { baseLayout, draw, fmt, fmtValueSe, plotlyText, showEmpty } from "./common.js";
+import { baseLayout, draw, fmt, fmtValueSe, foldCount, plotlyText, showEmpty } from "./common.js";
 import { offSymbol } from "./value_axis.js";
 
 const BLUE = "#0969da";
@@ -36,7 +36,7 @@ export function drawHistory(study, points, pruned, best, lastNumber, axis) {
     text: points.map((p) => fmtValueSe(p.value, p.se) + offNote(p)),
     hovertemplate: "trial %{x}<br>%{text}<extra></extra>",
   };
-  const folds = study.spec.parallel.folds;
+  const folds = foldCount(study.spec);
   const stopped = {
     type: "scatter", mode: "markers", name: "pruned (partial mean)",
     x: pruned.map((p) => p.number), y: pruned.map(y),

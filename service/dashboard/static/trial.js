@@ -1,7 +1,7 @@
 // Trial page: params, value ± s.e., each fold attempt with its curves, errors and timings, and
 // links to the timeline and checkpoints when the trial's JSON names them (issue #4 adds them).
 "use strict";
-import { api, badge, baseLayout, card, draw, el, fmt, fmtDuration, fmtTime, fmtValueSe, secondsBetween, setLive, showEmpty } from "./common.js";
+import { api, badge, baseLayout, card, draw, el, fmt, fmtDuration, fmtTime, fmtValueSe, foldCount, secondsBetween, setLive, showEmpty } from "./common.js";
 import { ValueAxis } from "./value_axis.js";
 
 const { studyId, number } = window.FOLDWISE;
@@ -28,7 +28,7 @@ function renderHeader() {
   document.title = `Trial ${number} · ${study.name} · foldwise`;
   document.getElementById("study-link").textContent = study.name;
   document.getElementById("trial-status").replaceChildren(badge(trial.status));
-  const k = study.spec.parallel.folds;
+  const k = foldCount(study.spec);
   const done = new Set(trial.folds.filter((f) => f.status === "completed").map((f) => f.fold)).size;
   const value = fmtValueSe(trial.value, trial.std_error);
   const partial = trial.value !== null && trial.value_folds !== null && trial.value_folds !== undefined

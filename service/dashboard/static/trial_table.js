@@ -1,6 +1,6 @@
 // The study page's trial table: sorted, filtered and paged by GET /studies/{id}/trials.
 "use strict";
-import { api, badge, el, fmt, fmtDuration, fmtTime, fmtValueSe, secondsBetween } from "./common.js";
+import { api, badge, el, fmt, fmtDuration, fmtTime, fmtValueSe, foldCount, secondsBetween } from "./common.js";
 
 export class TrialTable {
   constructor(study) {
@@ -80,7 +80,7 @@ export class TrialTable {
 
   /** "2/5 folds" under a value that rests on fewer than all K folds (a pruned trial's). */
   foldsNote(trial) {
-    const k = this.study.spec.parallel.folds;
+    const k = foldCount(this.study.spec);
     const folds = trial.value_folds;
     if (folds === null || folds === undefined || (folds >= k && trial.status !== "pruned")) return null;
     return el("span", { class: "value-folds", text: `${folds}/${k} folds` });

@@ -9,8 +9,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from benchmarks.dashboard_scale import wait_until
-from foldwise.schemas import FoldStatus, TrialStatus
+from foldwise.schemas import FoldStatus, JobStatus, TrialStatus
 from service.db import fold_runs as fold_repo
+from service.db import refits as refit_repo
 from service.db import studies as study_repo
 from service.db import trials as trial_repo
 from tests.service.dashboard.conftest import FOLDS, RUNNING, TRIALS, Dashboard, open_ready
@@ -335,6 +336,35 @@ def test_study_page_names_the_task_and_the_code_it_runs(page, dashboard: Dashboa
     open_ready(page, f"/dashboard/studies/{dashboard.study_id}")
     assert page.inner_text("#card-task .value").split() == [task, "code", "1a2b3c4d5e6f"]
     assert page.get_attribute("#card-task .code", "title") == f"code {code_hash}"
+
+
+def test_study_page_shows_the_hold_out_score_beside_the_cv_value(
+    page, dashboard: Dashboard
+) -> None:
+    with dashboard.app.state.sessions.begin() as session:
+        study = study_repo.get_study(session, dashboard.study_id)
+        study.spec = {**study.spec, "cv": {"scheme": "group", "repeats": 2, "gap": 0}}
+        refit_repo.request_holdout(session, study, 3, "both", 1)
+        objective = {"metric": "val_loss", "test_metric": "loss", "cv": 0.25,
+                     "cv_std_error": 0.02, "ensemble": 0.31, "refit": 0.29}  # fmt: skip
+        refit_repo.set_holdout(
+            study,
+            JobStatus.COMPLETED,
+            ensemble={"loss": 0.31, "accuracy": 0.9},
+            refit={"loss": 0.29, "accuracy": 0.91},
+            objective=objective,
+        )
+        study_repo.touch_study(session, dashboard.study_id)
+    open_ready(page, f"/dashboard/studies/{dashboard.study_id}")
+    assert page.inner_text("#card-holdout .label") == "Hold-out (trial 3)"
+    lines = page.inner_text("#card-holdout .value").splitlines()
+    assert lines == [
+        "test loss 0.31 / 0.29 · CV 0.25 ± 0.02",
+        "ensemble: loss 0.31, accuracy 0.9",
+        "refit: loss 0.29, accuracy 0.91",
+    ]
+    first, scheme = page.inner_text("#card-folds .value").splitlines()
+    assert first.startswith(f"{FOLDS} ×2 repeats × ") and scheme == "group"
 
 
 def test_study_page_downloads_the_trials_as_csv(page, browser, dashboard: Dashboard) -> None:

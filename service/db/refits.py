@@ -1,0 +1,247 @@
+"""Queries on refits and on a study's hold-out score. Functions never commit.
+
+The API records what is asked for (a refit ``queued``, a hold-out score ``queued``); the
+scheduler alone moves them on (``running``, then ``completed`` or ``failed``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from foldwise.schemas import FoldStatus, JobStatus, StudyStatus, TrialStatus
+from foldwise.spec import StudySpec
+from service.db import studies as study_repo
+from service.db.models import (
+    EpochMetricRow,
+    FoldRunRow,
+    RefitRow,
+    StudyRow,
+    TrialRow,
+    utcnow,
+)
+from trainers.objective import fold_value
+from trainers.report import EpochReport
+
+OPEN = (JobStatus.QUEUED, JobStatus.RUNNING)
+ENDED = (StudyStatus.COMPLETED, StudyStatus.STOPPED, StudyStatus.FAILED)
+
+
+def create_refit(session: Session, study_id: int, trial_number: int, epochs: int) -> RefitRow:
+    """Ask for a refit of trial ``trial_number``: numbered after the study's earlier ones."""
+    latest = session.scalar(select(func.max(RefitRow.number)).where(RefitRow.study_id == study_id))
+    refit = RefitRow(
+        study_id=study_id,
+        number=(latest or 0) + 1,
+        trial_number=trial_number,
+        status=JobStatus.QUEUED,
+        epochs=epochs,
+        curve=[],
+    )
+    session.add(refit)
+    session.flush()
+    return refit
+
+
+def get_refit(session: Session, study_id: int, number: int) -> RefitRow | None:
+    query = select(RefitRow).where(RefitRow.study_id == study_id, RefitRow.number == number)
+    return session.scalar(query)
+
+
+def list_refits(session: Session, study_id: int) -> Sequence[RefitRow]:
+    query = select(RefitRow).where(RefitRow.study_id == study_id).order_by(RefitRow.number)
+    return session.scalars(query).all()
+
+
+def open_refits(session: Session, study_id: int) -> Sequence[RefitRow]:
+    """The study's refits asked for and not ended, oldest first."""
+    query = (
+        select(RefitRow)
+        .where(RefitRow.study_id == study_id, RefitRow.status.in_(OPEN))
+        .order_by(RefitRow.number)
+    )
+    return session.scalars(query).all()
+
+
+def studies_with_open_jobs(session: Session) -> list[int]:
+    """Ended studies, not being deleted, with a refit or a hold-out score still to run."""
+    refits = select(RefitRow.study_id).where(RefitRow.status.in_(OPEN))
+    scores = select(StudyRow.id).where(StudyRow.holdout_status.in_(OPEN))
+    query = select(StudyRow.id).where(
+        StudyRow.id.in_(refits.union(scores)),
+        StudyRow.status.in_(ENDED),
+        StudyRow.delete_requested.is_(False),
+    )
+    return list(session.scalars(query.order_by(StudyRow.id)))
+
+
+def completed_refit(session: Session, study_id: int, trial_number: int) -> RefitRow | None:
+    """The newest completed refit of the trial whose model is kept."""
+    query = (
+        select(RefitRow)
+        .where(
+            RefitRow.study_id == study_id,
+            RefitRow.trial_number == trial_number,
+            RefitRow.status == JobStatus.COMPLETED,
+            RefitRow.model_saved.is_(True),
+        )
+        .order_by(RefitRow.number.desc())
+    )
+    return session.scalars(query).first()
+
+
+def start_attempt(session: Session, refit: RefitRow) -> int:
+    """The refit runs (again): a refit found running was cut short, and its next attempt
+    resumes from its checkpoint. Returns the attempt."""
+    if refit.status is JobStatus.RUNNING:
+        refit.attempt += 1
+    refit.status = JobStatus.RUNNING
+    refit.started_at = refit.started_at or utcnow()
+    refit.error = None
+    return refit.attempt
+
+
+def record_epoch(refit: RefitRow, report: EpochReport) -> None:
+    """Keep one epoch of the refit's curve (an epoch reported again replaces its record)."""
+    kept = [e for e in refit.curve if e["epoch"] != report.epoch]
+    record = {"epoch": report.epoch, "metrics": report.metrics, "restored": report.restored}
+    refit.curve = sorted([*kept, record], key=lambda e: e["epoch"])
+
+
+def finish_refit(
+    refit: RefitRow,
+    status: JobStatus,
+    *,
+    error: str | None = None,
+    test_metrics: dict[str, Any] | None = None,
+) -> None:
+    refit.status = status
+    refit.error = error
+    refit.finished_at = utcnow()
+    if test_metrics is not None:
+        refit.test_metrics = test_metrics
+
+
+def model_folds(session: Session, trial: TrialRow) -> list[int]:
+    """The folds of ``trial`` whose completed attempt saved its model, in order."""
+    query = select(FoldRunRow.fold).where(
+        FoldRunRow.trial_id == trial.id,
+        FoldRunRow.status == FoldStatus.COMPLETED,
+        FoldRunRow.model_saved.is_(True),
+    )
+    return sorted(set(session.scalars(query)))
+
+
+def best_epochs(session: Session, trial: TrialRow, metric: str, direction: str, use: str) -> int:
+    """The median, over the trial's completed folds, of the epoch each fold's value came from
+    (its best epoch, or its last with ``use: last``): how long a refit trains."""
+    runs = session.scalars(
+        select(FoldRunRow).where(
+            FoldRunRow.trial_id == trial.id, FoldRunRow.status == FoldStatus.COMPLETED
+        )
+    ).all()
+    chosen = []
+    for run in runs:
+        epochs = session.scalars(
+            select(EpochMetricRow)
+            .where(EpochMetricRow.fold_run_id == run.id, EpochMetricRow.stopped.is_(False))
+            .order_by(EpochMetricRow.epoch)
+        ).all()
+        values = [(e.epoch, e.metrics[metric]) for e in epochs if metric in e.metrics]
+        if not values:
+            continue
+        value = fold_value([{metric: v} for _, v in values], metric, direction, use=use)
+        chosen.append(next(epoch for epoch, v in values if v == value))
+    if not chosen:
+        raise ValueError(f"trial {trial.number} has no completed fold to take its epochs from")
+    return max(1, round(statistics.median(chosen)))
+
+
+def request_holdout(
+    session: Session,
+    study: StudyRow,
+    trial_number: int | None,
+    score: str,
+    refit_number: int | None,
+) -> None:
+    """Ask for the study's hold-out score of trial ``trial_number`` (replacing an earlier one;
+    None: no trial could be scored, said as the score fails)."""
+    study.holdout_status = JobStatus.QUEUED
+    study.holdout = {
+        "status": JobStatus.QUEUED.value,
+        "trial": trial_number,
+        "score": score,
+        "requested_at": utcnow().isoformat(),
+        "refit_number": refit_number,
+    }
+
+
+def set_holdout(study: StudyRow, status: JobStatus, **fields: Any) -> None:
+    """Move the study's hold-out score on: its status and what it found."""
+    study.holdout_status = status
+    done = {"finished_at": utcnow().isoformat()} if status.finished else {}
+    study.holdout = {**(study.holdout or {}), **fields, **done, "status": status.value}
+
+
+class HoldoutRefused(ValueError):
+    """A hold-out score or refit that cannot be asked for; the message says why."""
+
+
+def queue_holdout(
+    session: Session,
+    study: StudyRow,
+    spec: StudySpec,
+    *,
+    score: str,
+    trial_number: int | None = None,
+    epochs: int | None = None,
+) -> None:
+    """Ask for the study's hold-out score of trial ``trial_number`` (default: its best),
+    queuing the refit the score needs unless one of that trial has completed already."""
+    trial = scored_trial(session, study, trial_number)
+    refit_number = None
+    if score in ("refit", "both"):
+        done = completed_refit(session, study.id, trial.number)
+        if done is not None and epochs in (None, done.epochs):
+            refit_number = done.number
+        else:
+            refit_number = queue_refit(session, study, spec, trial, epochs=epochs).number
+    request_holdout(session, study, trial.number, score, refit_number)
+
+
+def queue_refit(
+    session: Session, study: StudyRow, spec: StudySpec, trial: TrialRow, *, epochs: int | None
+) -> RefitRow:
+    """Ask for a refit of ``trial``: ``epochs``, or the median of its folds' chosen epochs."""
+    if epochs is None:
+        objective = spec.objective
+        try:
+            epochs = best_epochs(
+                session, trial, objective.metric, objective.direction.value, objective.use
+            )
+        except ValueError as exc:
+            raise HoldoutRefused(str(exc)) from exc
+    return create_refit(session, study.id, trial.number, epochs)
+
+
+def scored_trial(session: Session, study: StudyRow, number: int | None) -> TrialRow:
+    """Trial ``number`` of the study, completed (None: its best trial)."""
+    if number is None:
+        best = study_repo.best_trials(session, [study]).get(study.id)
+        if best is None:
+            raise HoldoutRefused(f"study {study.id} has no completed trial to score")
+        return best
+    trial = session.scalar(
+        select(TrialRow).where(TrialRow.study_id == study.id, TrialRow.number == number)
+    )
+    if trial is None:
+        raise HoldoutRefused(f"study {study.id} has no trial {number}")
+    if trial.status is not TrialStatus.COMPLETED:
+        raise HoldoutRefused(
+            f"trial {number} is {trial.status}: only a completed trial has a model of every fold"
+        )
+    return trial
