@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, computed_field
 
 from foldwise.ansi import strip_ansi
+from foldwise.space import StrictModel
 
 T = TypeVar("T")
 
@@ -156,7 +157,11 @@ class Holdout(_Out):
     )
     refit_number: int | None = Field(None, description="The refit scored (GET .../refits/N)")
     objective: HoldoutObjective | None = None
-    error: PlainText | None = None
+    error: PlainText | None = Field(
+        None,
+        description="Why the score failed, or the half of it that did (`refit: ...`) beside "
+        "the other's result",
+    )
 
 
 class Study(_Out):
@@ -272,10 +277,43 @@ class Refit(_Out):
     error: PlainText | None = None
     curve: list[EpochMetrics] = Field(
         default_factory=list,
-        description="What each epoch reported: on the test data when the task has some, else "
-        "on the training data (shown, never used to choose anything)",
+        description="What each epoch reported, validated on the training data itself",
     )
     test_metrics: dict[str, float] | None = Field(
-        None, description="Its model's score on the task's test data, when it has some"
+        None,
+        description="Its model's score on the task's test data, when it has some (a completed "
+        "refit whose score failed says why in error)",
     )
     model_saved: bool = Field(False, description="Its model is in the artifact store")
+
+
+class HoldoutRequest(StrictModel):
+    """``POST /studies/{id}/holdout``: score an ended study's trial on the task's test data."""
+
+    score: Literal["ensemble", "refit", "both"] | None = Field(
+        None, description="Default: the spec's holdout.score, else ensemble"
+    )
+    trial: int | None = Field(
+        None, ge=0, le=2**31 - 1, description="The completed trial to score (default: the best)"
+    )
+    epochs: int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="Epochs of the refit it needs (default: the spec's holdout.epochs, else "
+        "the median of the trial's folds' best epochs)",
+    )
+
+
+class RefitRequest(StrictModel):
+    """``POST /studies/{id}/refits``: train an ended study's trial on all the training data."""
+
+    trial: int | None = Field(
+        None, ge=0, le=2**31 - 1, description="The completed trial (default: the best)"
+    )
+    epochs: int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="Default: the median of the trial's folds' best epochs",
+    )

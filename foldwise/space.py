@@ -31,8 +31,11 @@ Bound = Annotated[float, Field(ge=-MAX_ABS_BOUND, le=MAX_ABS_BOUND)]
 IntBound = Annotated[int, Field(ge=-int(MAX_ABS_BOUND), le=int(MAX_ABS_BOUND))]
 
 
-class _Strict(BaseModel):
-    # strict: no bool where a number goes, no "3" where an int goes: what the JSON Schema says
+class StrictModel(BaseModel):
+    """The base of what a user writes (the study spec, request bodies): strict, so no bool
+    where a number goes and no "3" where an int goes (what the JSON Schema says), no unknown
+    key, no NaN or infinity."""
+
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
@@ -49,7 +52,7 @@ def same_value(a: Any, b: Any) -> bool:
     return isinstance(a, bool) == isinstance(b, bool) and a == b
 
 
-class Comparison(_Strict):
+class Comparison(StrictModel):
     """A test on another parameter's value; every operator given must hold."""
 
     eq: Choice | None = None
@@ -116,7 +119,7 @@ class Comparison(_Strict):
 Condition = dict[str, Comparison]
 
 
-class _Param(_Strict):
+class _Param(StrictModel):
     when: Condition | None = None
 
     def is_active(self, config: Mapping[str, Any]) -> bool:

@@ -14,8 +14,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     ValidationInfo,
@@ -25,6 +23,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from foldwise.cv import MAX_FOLD_RUNS, REPEATABLE_SCHEMES, CrossValidation, CVScheme, Holdout
 from foldwise.json_values import find_unsafe
 from foldwise.limits import (
     DEFAULT_FOLD_TIMEOUT_S,
@@ -46,12 +45,14 @@ from foldwise.limits import (
     MIN_GPU_FRACTION,
     TASK_NAME,
 )
+from foldwise.racing import Pruning, Racing
 from foldwise.space import (
     STORED,
     CategoricalParam,
     ConditionError,
     IntParam,
     Param,
+    StrictModel,
     check_conditions_can_hold,
     condition_order,
 )
@@ -74,11 +75,6 @@ def _small_options(options: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
-class _Strict(BaseModel):
-    # strict: no bool where a number goes, no "3" where an int goes: what the JSON Schema says
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
-
-
 Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
 Options = Annotated[dict[str, Any], AfterValidator(_small_options)]
 
@@ -88,7 +84,7 @@ class Direction(StrEnum):
     MAXIMIZE = "maximize"
 
 
-class Objective(_Strict):
+class Objective(StrictModel):
     metric: str = Field(
         "val_loss",
         min_length=1,
@@ -102,13 +98,13 @@ class Objective(_Strict):
     )
 
 
-class OptimizerSpec(_Strict):
+class OptimizerSpec(StrictModel):
     name: Literal["random", "gp", "evolution", "nas_evolution"] = "gp"
     seed: Seed | None = Field(None, description="Defaults to the study seed")
     options: Options = Field(default_factory=dict, description="Checked by the optimizer")
 
 
-class Budget(_Strict):
+class Budget(StrictModel):
     trials: int = Field(..., ge=1, le=100_000)
     max_minutes: float | None = Field(
         None, gt=0, le=MAX_MINUTES, description="No new trials after this long (a year at most)"
@@ -121,13 +117,13 @@ class Budget(_Strict):
     )
 
 
-class Parallel(_Strict):
+class Parallel(StrictModel):
     trial_groups: int = Field(1, ge=1, le=1024, description="N_G: trials in flight at once")
     folds: int = Field(5, ge=2, le=100, description="K: cross-validation folds per trial")
     workers_per_fold: int = Field(1, ge=1, le=1024, description="N_W: DDP ranks per fold run")
 
 
-class Resources(_Strict):
+class Resources(StrictModel):
     cpus_per_worker: float = Field(
         1.0,
         ge=MIN_CPUS_PER_WORKER,
@@ -156,7 +152,7 @@ class Resources(_Strict):
         return round(gpus, 4)
 
 
-class TrainerSpec(_Strict):
+class TrainerSpec(StrictModel):
     task: str = Field(
         ...,
         min_length=1,
@@ -245,7 +241,7 @@ class TrainerSpec(_Strict):
             ) from None
 
 
-class EarlyStopping(_Strict):
+class EarlyStopping(StrictModel):
     patience: int = Field(..., ge=1, le=100_000)
     min_delta: float = Field(0.0, ge=0, le=MAX_ABS_BOUND)
     rule: Literal["patience", "smoothed"] = Field(
@@ -256,52 +252,7 @@ class EarlyStopping(_Strict):
     )
 
 
-class Racing(_Strict):
-    """Racing across folds: a trial's folds run in waves, and once it is clearly worse than the
-    incumbent on the same folds its remaining folds are cancelled (the trial is ``pruned``)."""
-
-    rule: Literal["off", "forgiving", "ttest"] = Field(
-        "forgiving",
-        description="forgiving (the default): prune when the trial is worse than the incumbent "
-        "on the same folds by more than the incumbent's worst fold lies from its mean; "
-        "ttest: prune when a one-sided paired t-test on those folds says it is worse at "
-        "level `alpha`; off: every fold runs",
-    )
-    min_folds: int | None = Field(
-        None,
-        ge=1,
-        le=99,
-        description="Folds every trial finishes before it can be pruned, below its folds: "
-        "by default 1 (forgiving) or 2 (ttest)",
-    )
-    alpha: float = Field(
-        0.1, gt=0, lt=1, description="ttest: the p-value below which a trial is pruned"
-    )
-
-
-class Pruning(_Strict):
-    """Pruning inside a fold: stop a fold run whose learning curve is clearly worse than other
-    trials' runs of the same fold at the same epoch; its trial is then ``pruned``."""
-
-    rule: Literal["off", "median", "asha"] = Field(
-        "off",
-        description="median: prune when the run's best value so far is worse than the median "
-        "of the other runs at that epoch; asha: at rungs warmup_epochs x eta^k, only the top "
-        "1/eta of the runs that reached the rung go on",
-    )
-    warmup_epochs: int = Field(
-        2, ge=1, le=100_000, description="Epochs a fold run always trains before a decision"
-    )
-    min_runs: int = Field(
-        4,
-        ge=1,
-        le=100_000,
-        description="Other trials' runs of the same fold needed before any run is pruned",
-    )
-    eta: int = Field(3, ge=2, le=100, description="asha: the reduction factor between rungs")
-
-
-class WarmStart(_Strict):
+class WarmStart(StrictModel):
     """Earlier studies whose finished trials seed this study's optimizer as prior observations.
 
     At submit each study must exist and optimise the same metric in the same direction; its
@@ -327,101 +278,6 @@ class WarmStart(_Strict):
         return studies
 
 
-class CVScheme(StrEnum):
-    """How a trial's folds are made: scikit-learn's splitter of the same name (docs/cv.md)."""
-
-    KFOLD = "kfold"
-    STRATIFIED = "stratified"
-    GROUP = "group"
-    STRATIFIED_GROUP = "stratified_group"
-    TIME_SERIES = "time_series"
-    PREDEFINED = "predefined"
-
-
-REPEATABLE_SCHEMES = frozenset({CVScheme.KFOLD, CVScheme.STRATIFIED, CVScheme.GROUP})
-"""Schemes whose folds the seed shuffles, so that a repeat splits anew (stratified_group
-assigns groups greedily: its seed only breaks ties)."""
-MAX_FOLD_RUNS = 100
-"""``parallel.folds`` x ``cv.repeats``: the fold runs of one trial."""
-
-
-class CrossValidation(_Strict):
-    """How the data is split into each trial's folds: the same folds for every trial, derived
-    from the study's seed and the task's data."""
-
-    scheme: Annotated[CVScheme | None, Field(strict=False)] = Field(
-        None,
-        description="stratified (the default for classification) | kfold (the default for "
-        "regression) | group | stratified_group (groups from the task's load_groups) | "
-        "time_series (ordered, never shuffled, an expanding window) | predefined (fold ids "
-        "from the task's load_fold_ids)",
-    )
-    repeats: int = Field(
-        1,
-        ge=1,
-        le=MAX_FOLD_RUNS // 2,
-        description="Repeated K-fold: the split is made this many times with other seeds, and "
-        "every repeat's folds are folds of the trial (kfold, stratified, group)",
-    )
-    gap: int = Field(
-        0,
-        ge=0,
-        le=MAX_INT,
-        description="time_series: samples left out between each training window and the "
-        "validation block after it",
-    )
-
-
-class Holdout(_Strict):
-    """Score the best trial on the task's test data (``load_test_data``) when the study ends:
-    never part of the optimisation."""
-
-    score: Literal["ensemble", "refit", "both"] = Field(
-        "ensemble",
-        description="ensemble: the mean of the best trial's fold models' predictions; refit: "
-        "a model trained on all the training data with the best params; both",
-    )
-    epochs: int | None = Field(
-        None,
-        ge=1,
-        le=100_000,
-        description="Epochs of the refit (default: the median of the best trial's folds' "
-        "best epochs)",
-    )
-
-
-class HoldoutRequest(_Strict):
-    """``POST /studies/{id}/holdout``: score an ended study's trial on the task's test data."""
-
-    score: Literal["ensemble", "refit", "both"] | None = Field(
-        None, description="Default: the spec's holdout.score, else ensemble"
-    )
-    trial: int | None = Field(
-        None, ge=0, le=2**31 - 1, description="The completed trial to score (default: the best)"
-    )
-    epochs: int | None = Field(
-        None,
-        ge=1,
-        le=100_000,
-        description="Epochs of the refit it needs (default: the spec's holdout.epochs, else "
-        "the median of the trial's folds' best epochs)",
-    )
-
-
-class RefitRequest(_Strict):
-    """``POST /studies/{id}/refits``: train an ended study's trial on all the training data."""
-
-    trial: int | None = Field(
-        None, ge=0, le=2**31 - 1, description="The completed trial (default: the best)"
-    )
-    epochs: int | None = Field(
-        None,
-        ge=1,
-        le=100_000,
-        description="Default: the median of the trial's folds' best epochs",
-    )
-
-
 EXAMPLE_SPEC: dict[str, Any] = {
     "name": "digits-mlp-quick",
     "objective": {"metric": "val_loss", "direction": "minimize"},
@@ -441,7 +297,7 @@ EXAMPLE_SPEC: dict[str, Any] = {
 """A study that runs in seconds: the example the API documents (and /docs offers to send)."""
 
 
-class StudySpec(_Strict):
+class StudySpec(StrictModel):
     """A study as a user submits it."""
 
     name: str = Field(..., min_length=1, max_length=MAX_TEXT_LENGTH)

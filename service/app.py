@@ -31,6 +31,7 @@ from service.api.routes import (
     holdout,
     insights,
     metrics,
+    refits,
     studies,
     trials,
 )
@@ -75,6 +76,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         exports.router,
         artifacts.router,
         holdout.router,
+        refits.router,
         insights.router,
         metrics.router,
     ):

@@ -7,12 +7,11 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from fastapi.exceptions import RequestValidationError
-
-from foldwise.spec import CVScheme, StudySpec, TrainerSpec
+from foldwise.cv import LABELLED_SCHEMES, default_scheme
+from foldwise.spec import StudySpec, TrainerSpec
 from optimizers.base import OptionError
+from service.api.errors import invalid_field
 from service.cluster_fit import NodeCapacity, fold_fit_problem
 from service.study_optimizer import build_optimizer
 from service.task_code import CodeCache, CodeSnapshot, TaskCodeError, snapshot_task
@@ -46,28 +45,29 @@ def check_runnable(
     name = spec.trainer.task
     problem = task_name_problem(name, task_modules)
     if problem is not None:
-        raise _invalid(("trainer", "task"), problem, name)
+        raise invalid_field(("trainer", "task"), problem, name)
     snapshot = code = None
     if code_cache is not None:
         try:
             snapshot = snapshot_task(name, [os.getcwd()])
             code = None if snapshot is None else code_cache.unpack(snapshot)
         except (TaskCodeError, OSError) as exc:
-            raise _invalid(("trainer", "task"), str(exc), name) from exc
+            raise invalid_field(("trainer", "task"), str(exc), name) from exc
     try:
-        profile = task_profile(name, describe, code)
+        profile = task_profile(name, describe, code, spec.trainer.options)
     except TaskNotFound as exc:
         message = f"{exc}; {task_choices(task_modules)}"
-        raise _invalid(("trainer", "task"), message, name) from exc
+        raise invalid_field(("trainer", "task"), message, name) from exc
     resources, parallel = spec.resources, spec.parallel
     metric = spec.objective.metric
     if metric not in profile.declared_metrics:
         message = f"task {name!r} ({profile.kind}) reports {', '.join(profile.declared_metrics)}"
         if metric in profile.metrics(gpu=True):
             message += f"; {metric} is what foldwise measures of an epoch, not an objective"
-        raise _invalid(("objective", "metric"), message, metric)
+        raise invalid_field(("objective", "metric"), message, metric)
     for setting, message in unused_trainer_settings(spec.trainer, profile, name):
-        raise _invalid(("trainer", setting), message, getattr(spec.trainer, setting))
+        raise invalid_field(("trainer", setting), message, getattr(spec.trainer, setting))
+    resolve_cv(spec, profile)
     check_splits_and_holdout(spec, profile, name)
     problem = fold_fit_problem(
         nodes,
@@ -76,46 +76,50 @@ def check_runnable(
         gpus=resources.gpus_per_worker,
     )
     if problem is not None:
-        raise _invalid(problem.loc, problem.message, None)
+        raise invalid_field(problem.loc, problem.message, None)
     try:
         build_optimizer(spec)
     except OptionError as exc:  # at the option itself, as a model's error would be
         value = spec.optimizer.options.get(exc.name)
-        raise _invalid(("optimizer", "options", exc.name), str(exc), value) from exc
+        raise invalid_field(("optimizer", "options", exc.name), str(exc), value) from exc
     except (ValueError, TypeError, OverflowError) as exc:
-        raise _invalid(("optimizer", "options"), str(exc), spec.optimizer.options) from exc
+        raise invalid_field(("optimizer", "options"), str(exc), spec.optimizer.options) from exc
     return Runnable(snapshot, profile)
 
 
-LABELLED_SCHEMES = (CVScheme.STRATIFIED, CVScheme.STRATIFIED_GROUP)
+def resolve_cv(spec: StudySpec, profile: TaskProfile) -> None:
+    """Fill in a ``cv.scheme`` the spec left open: the task kind's default, so the stored spec
+    says how its folds are made."""
+    if spec.cv.scheme is None:
+        spec.cv.scheme = default_scheme(profile.kind)
 
 
 def check_splits_and_holdout(spec: StudySpec, profile: TaskProfile, name: str) -> None:
-    """The split fits the task's kind (its default filled in), and a hold-out score has the
-    test data and the model builder it needs. What only the data can tell (too few groups,
-    a class smaller than the folds) ends the study at its first fold instead."""
-    cv = spec.cv
-    if cv.scheme is None:
-        classify = profile.kind == "classification"
-        cv.scheme = CVScheme.STRATIFIED if classify else CVScheme.KFOLD
-    if cv.scheme in LABELLED_SCHEMES and profile.kind != "classification":
+    """The split fits the task's kind, and a hold-out score has the test data and the model
+    builder it needs. What only the data can tell (too few groups, a class smaller than the
+    folds) ends the study at its first fold instead."""
+    scheme = spec.cv.scheme
+    if scheme in LABELLED_SCHEMES and profile.kind != "classification":
         message = (
-            f"{cv.scheme} keeps each class's share in every fold; task {name!r} is a "
+            f"{scheme} keeps each class's share in every fold; task {name!r} is a "
             f"{profile.kind} task: use kfold or group"
         )
-        raise _invalid(("cv", "scheme"), message, cv.scheme.value)
+        raise invalid_field(("cv", "scheme"), message, scheme.value)
     if spec.holdout is None:
         return
     if not profile.test_data:
-        message = f"task {name!r} gives no test data: add load_test_data(options)"
-        raise _invalid(("holdout",), message, spec.holdout.score)
+        message = (
+            f"task {name!r} gives no test data with these trainer.options: add "
+            "load_test_data(options)"
+        )
+        raise invalid_field(("holdout",), message, spec.holdout.score)
     if not profile.rebuilds_models:
         message = (
             f"task {name!r} trains with its own train_fold, and a hold-out score rebuilds its "
             "saved models to predict the test data: add build_model(params), the model your "
             "loop trains (ctx.save_model saves its weights)"
         )
-        raise _invalid(("holdout", "score"), message, spec.holdout.score)
+        raise invalid_field(("holdout", "score"), message, spec.holdout.score)
 
 
 LOOP_SETTINGS = ("precision", "clip_grad_norm", "num_workers", "val_batch_size")
@@ -151,9 +155,3 @@ def unused_trainer_settings(
         if setting in trainer.model_fields_set
         and getattr(trainer, setting) != defaults[setting].default
     ]
-
-
-def _invalid(loc: tuple[str, ...], message: str, value: Any) -> RequestValidationError:
-    return RequestValidationError(
-        [{"type": "value_error", "loc": ("body", *loc), "msg": message, "input": value}]
-    )

@@ -9,19 +9,21 @@ scheduler a short-lived subprocess without the service's settings in its environ
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from trainers.task import BUILTIN_TASKS, TaskNotFound, TaskProfile, resolve_task
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DESCRIBE_TIMEOUT_S = 60.0
 _DESCRIBE = (
-    "import sys; from trainers.task import resolve_task; "
-    "print(resolve_task(sys.argv[1]).profile().to_json())"
+    "import json, sys; from trainers.task import resolve_task; "
+    "print(resolve_task(sys.argv[1]).profile(json.loads(sys.argv[2])).to_json())"
 )
 
 
@@ -46,20 +48,27 @@ def task_choices(allowed: Sequence[str]) -> str:
     return f"the built-in tasks are {builtins}, and custom tasks are {custom}"
 
 
-Describe = Callable[[str, Path | None], TaskProfile]
-"""A user task's profile from its name and its code (a snapshot's unpacked package, or None)."""
+Describe = Callable[[str, Path | None, dict[str, Any]], TaskProfile]
+"""A user task's profile from its name, its code (a snapshot's unpacked package, or None) and
+the study's ``trainer.options``."""
 
 
-def task_profile(name: str, remote: Describe | None, code: Path | None = None) -> TaskProfile:
-    """What task ``name`` (permitted) is: its kind, loop and metrics. A built-in is ours, read
-    here; a user's is described from ``code`` (its package's snapshot, when it has one) by
-    ``remote`` (in a Ray worker), else in a subprocess. ``TaskNotFound`` if it cannot be
-    loaded."""
+def task_profile(
+    name: str,
+    remote: Describe | None,
+    code: Path | None = None,
+    options: dict[str, Any] | None = None,
+) -> TaskProfile:
+    """What task ``name`` (permitted) is, with ``options`` (``trainer.options``): its kind,
+    loop, metrics and what it gives. A built-in is ours, read here; a user's is described from
+    ``code`` (its package's snapshot, when it has one) by ``remote`` (in a Ray worker), else in
+    a subprocess. ``TaskNotFound`` if it cannot be loaded."""
+    options = options or {}
     if name in BUILTIN_TASKS:
-        return resolve_task(name).profile()
+        return resolve_task(name).profile(options)
     if remote is not None:
-        return remote(name, code)
-    return describe_in_subprocess(name, code=code)
+        return remote(name, code, options)
+    return describe_in_subprocess(name, code=code, options=options)
 
 
 def scrubbed_environment() -> dict[str, str]:
@@ -69,7 +78,11 @@ def scrubbed_environment() -> dict[str, str]:
 
 
 def describe_in_subprocess(
-    name: str, timeout: float = DESCRIBE_TIMEOUT_S, *, code: Path | None = None
+    name: str,
+    timeout: float = DESCRIBE_TIMEOUT_S,
+    *,
+    code: Path | None = None,
+    options: dict[str, Any] | None = None,
 ) -> TaskProfile:
     """The task's profile, found by importing it in a new Python process (from ``code``, the
     unpacked snapshot of its package, when given); ``TaskNotFound`` with the reason it gave
@@ -81,7 +94,7 @@ def describe_in_subprocess(
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # the snapshot's folder stays as it was unpacked
     try:
         done = subprocess.run(  # -P: not the working directory first, ahead of the snapshot
-            [sys.executable, "-P", "-c", _DESCRIBE, name],
+            [sys.executable, "-P", "-c", _DESCRIBE, name, json.dumps(options or {})],
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -31,13 +31,12 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, Dataset, Subset
 
-from foldwise.spec import CVScheme
 from trainers.ddp import release_models, wrap_model
 from trainers.fold_channel import FoldChannel
 from trainers.fold_data import EvalShardSampler, TaskData, array_batches, train_sampler
 from trainers.job import FoldJob
 from trainers.lr_schedule import lr_factor, scale_factor, step_scaled
-from trainers.splits import make_folds
+from trainers.splits import fold_indices
 from trainers.task import Task
 
 
@@ -52,9 +51,8 @@ class FoldContext:
     ``val_dataset`` (views of it; validation reads ``load_eval_data`` when the task has it),
     ``train_targets`` (the training fold's labels, e.g. for class weights); ``task`` (the
     task object the user wrote). ``refit``: this run trains the trial's params on all the
-    training data (``fold`` is None), and validates on the task's test data when it has some
-    (``val_indices`` index it), else on the training data: what it reports is shown, never
-    used to choose anything.
+    training data (``fold`` is None) and validates on the same data (the test data is scored
+    once, after it, by foldwise: nothing the run sees of it could choose anything).
     """
 
     def __init__(
@@ -67,7 +65,6 @@ class FoldContext:
         rank: int,
         device: torch.device,
         local_rank: int | None = None,
-        test: TaskData | None = None,
     ) -> None:
         self.job, self._channel = job, channel
         self.task = task.obj
@@ -85,16 +82,12 @@ class FoldContext:
         self.start_epoch = 0
         self._restored: Any = None
         self._wrapped: list[nn.Module] = []
-        validation = data.eval_dataset
-        if job.refit:
-            self.train_indices = np.arange(len(data))
-            if test is not None:
-                validation = test.eval_dataset
-            self.val_indices = np.arange(len(validation))  # type: ignore[arg-type]
+        if job.refit:  # everything trains, and validation reads the same samples
+            self.train_indices = self.val_indices = np.arange(len(data))
         else:
             self.train_indices, self.val_indices = fold_indices(job, task, data)
         self.train_dataset: Dataset = Subset(data.dataset, self.train_indices.tolist())
-        self.val_dataset: Dataset = Subset(validation, self.val_indices.tolist())
+        self.val_dataset: Dataset = Subset(data.eval_dataset, self.val_indices.tolist())
         self.train_targets = None if data.targets is None else data.targets[self.train_indices]
 
     # -- data parallelism -------------------------------------------------------------------
@@ -251,28 +244,6 @@ class FoldContext:
         return _EpochLoader(
             self, sampler, dataset, batch_size=batch_size, sampler=sampler, **options
         )
-
-
-def fold_indices(job: FoldJob, task: Task, data: TaskData) -> tuple[np.ndarray, np.ndarray]:
-    """The (training, validation) indices of ``job``'s fold under the study's ``cv`` (a scheme
-    left open is stratified for classification, kfold for regression); ``SplitError`` when
-    the data cannot be split so."""
-    cv = job.cv
-    scheme = cv.scheme or (
-        CVScheme.STRATIFIED if task.kind == "classification" else CVScheme.KFOLD
-    )
-    folds = make_folds(
-        len(data),
-        job.folds // cv.repeats,
-        job.seed,
-        scheme=scheme,
-        repeats=cv.repeats,
-        gap=cv.gap,
-        targets=data.targets,
-        groups=data.groups,
-        fold_ids=data.fold_ids,
-    )
-    return folds[job.fold]
 
 
 class _EpochLoader(DataLoader):

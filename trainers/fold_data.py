@@ -7,7 +7,7 @@ run afresh every epoch. ``load_eval_data`` (optional) gives the same samples rea
 evaluation (no augmentation). The labels, needed for stratified folds, come from
 ``load_targets``, the dataset's ``targets``/``labels``, or one pass over the samples; groups
 and fold ids (for ``cv.scheme`` group, stratified_group and predefined) from ``load_groups``
-and ``load_fold_ids`` or the dataset's attributes of those names.
+and ``load_fold_ids`` or the dataset's attributes of those names, when the scheme needs them.
 """
 
 from __future__ import annotations
@@ -78,15 +78,11 @@ def array_batches(dataset: Dataset) -> ArrayBatches | None:
 class TaskData:
     """The task's training set: ``dataset`` for training reads, ``eval_dataset`` (the same
     samples, in the same order) for evaluation, and the labels (None for a regression task
-    whose dataset does not say them); for the grouped and predefined splits, each sample's
-    group and fold id when the task gives them (``load_groups``, ``load_fold_ids``, or the
-    dataset's ``groups`` / ``fold_ids``)."""
+    whose dataset does not say them)."""
 
     dataset: Dataset
     eval_dataset: Dataset
     targets: np.ndarray | None
-    groups: np.ndarray | None = None
-    fold_ids: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.dataset)  # type: ignore[arg-type]
@@ -118,9 +114,7 @@ def load_task_data(task: Task, options: dict[str, Any]) -> TaskData:
         raise TaskNotFound(
             f"task {task.name!r}: {len(targets)} labels for {size} samples (load_targets)"
         )
-    groups = _per_sample(task, dataset, options, "groups")
-    fold_ids = _per_sample(task, dataset, options, "fold_ids")
-    return TaskData(dataset, eval_dataset, targets, groups, fold_ids)
+    return TaskData(dataset, eval_dataset, targets)
 
 
 def load_test_data(task: Task, options: dict[str, Any]) -> TaskData:
@@ -219,9 +213,10 @@ def _targets(
     return np.asarray([_label(dataset[i]) for i in range(_length(task.name, dataset))])
 
 
-def _per_sample(task: Task, dataset: Dataset, options: dict[str, Any], what: str) -> Any:
-    """A value per sample the task gives for its splits: ``load_<what>(options)``, else the
-    dataset's ``<what>`` attribute, else None (the splitter that needs it says so)."""
+def per_sample_values(task: Task, dataset: Dataset, options: dict[str, Any], what: str) -> Any:
+    """A value per sample the task gives for its splits (``groups``, ``fold_ids``):
+    ``load_<what>(options)``, else the dataset's ``<what>`` attribute, else None (the splitter
+    that needs it says so). Read only for the schemes that need them."""
     loader = task.hook(f"load_{what}")
     if loader is not None:
         return np.asarray(_call_loader(loader, options))

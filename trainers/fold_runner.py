@@ -25,7 +25,7 @@ import torch.distributed as dist
 from trainers.context import FoldContext
 from trainers.ddp import COLLECTIVE_TIMEOUT, broadcast_object, process_group, resolve_device
 from trainers.fold_channel import FoldChannel, FoldContractError, FoldStopped
-from trainers.fold_data import TaskData, load_task_data, load_test_data
+from trainers.fold_data import TaskData, load_task_data
 from trainers.job import FoldJob
 from trainers.monitor import ResourceMonitor
 from trainers.rank_exchange import PeerFailed, RankExchange, RunAbandoned
@@ -101,9 +101,6 @@ class FoldRunner:
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         task = resolve_task(job.task)
         data = self.data or load_task_data(task, job.trainer.options)
-        test = None
-        if job.refit and task.hook("load_test_data") is not None:
-            test = load_test_data(task, job.trainer.options)
         if self.num_threads is not None:
             torch.set_num_threads(max(1, int(self.num_threads)))
         device = resolve_device(job.backend, self.device)
@@ -143,7 +140,6 @@ class FoldRunner:
                 rank=self.rank,
                 device=device,
                 local_rank=self.local_rank,
-                test=test,
             )
             thread = threading.Thread(
                 target=self._train, args=(task, ctx, outbox), name="foldwise-fold", daemon=True

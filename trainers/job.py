@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from foldwise.spec import CrossValidation, EarlyStopping, Objective, StudySpec, TrainerSpec
+from foldwise.cv import CrossValidation
+from foldwise.spec import EarlyStopping, Objective, StudySpec, TrainerSpec
 from trainers.report import EpochReport
 
 Backend = Literal["gloo", "nccl"]
@@ -35,7 +36,7 @@ class FoldJob:
     ``code_hash`` names the snapshot of the task's package the study runs (None: a built-in
     task, or code the workers have installed); the executor gives the workers that code.
     ``refit``: not a fold but the trial's params trained on all the training data (``fold``
-    is 0 and unused), validated on the task's test data when it has some.
+    is 0 and unused), validated on the same data.
     """
 
     trainer: TrainerSpec

@@ -7,8 +7,9 @@ scikit-learn expects: ``kfold`` (KFold), ``stratified`` (StratifiedKFold), ``gro
 ordered, never shuffled, an expanding window with an optional ``gap``) and ``predefined``
 (PredefinedSplit: fold ids from the task, -1 for samples always trained on). With ``repeats``
 the schemes the seed shuffles split again with another seed: fold ``r * k + i`` is fold ``i``
-of repeat ``r``, and repeat 0 is the split without repeats. Data that cannot be split as asked
-raises ``SplitError`` saying why in numbers.
+of repeat ``r``, and repeat 0 is the split without repeats. The folds are derived, not stored:
+``load_data`` must give the same samples in the same order every time. Data that cannot be
+split as asked raises ``SplitError`` saying why in numbers.
 """
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ from sklearn.model_selection import (
     TimeSeriesSplit,
 )
 
-from foldwise.spec import REPEATABLE_SCHEMES, CVScheme
+from foldwise.cv import REPEATABLE_SCHEMES, CVScheme, default_scheme
+from trainers.fold_data import TaskData, per_sample_values
+from trainers.job import FoldJob
+from trainers.task import Task
 
 Fold = tuple[np.ndarray, np.ndarray]
 
@@ -34,6 +38,33 @@ Fold = tuple[np.ndarray, np.ndarray]
 class SplitError(ValueError):
     """The data cannot be split as the study's ``cv`` asks; the message says why, in numbers.
     Every trial would meet it: the study fails at once."""
+
+
+def fold_indices(job: FoldJob, task: Task, data: TaskData) -> Fold:
+    """The (training, validation) indices of ``job``'s fold under its study's ``cv`` (a scheme
+    left open gets the task kind's default); ``SplitError`` when the data cannot be split so.
+    The groups or fold ids a scheme needs are read from the task here, and only then."""
+    cv, options = job.cv, job.trainer.options
+    scheme = cv.scheme or default_scheme(task.kind)
+    groups = fold_ids = None
+    if scheme in (CVScheme.GROUP, CVScheme.STRATIFIED_GROUP):
+        groups = per_sample_values(task, data.dataset, options, "groups")
+    if scheme is CVScheme.PREDEFINED:
+        fold_ids = per_sample_values(task, data.dataset, options, "fold_ids")
+    folds = make_folds(
+        len(data),
+        job.folds // cv.repeats,
+        job.seed,
+        scheme=scheme,
+        repeats=cv.repeats,
+        gap=cv.gap,
+        targets=data.targets,
+        groups=groups,
+        fold_ids=fold_ids,
+        # a study stored before cv existed split a rare class as StratifiedKFold does
+        small_classes=cv.scheme is None,
+    )
+    return folds[job.fold]
 
 
 def make_folds(
@@ -47,12 +78,14 @@ def make_folds(
     targets: Sequence[Any] | np.ndarray | None = None,
     groups: Sequence[Any] | np.ndarray | None = None,
     fold_ids: Sequence[Any] | np.ndarray | None = None,
+    small_classes: bool = False,
 ) -> list[Fold]:
     """``k * repeats`` (train indices, validation indices) pairs over ``n`` samples, by
     ``scheme``; within a repeat the validation folds never overlap (for ``time_series`` they
     follow one another and training is what came before). ``targets`` are the class labels
     (stratified schemes), ``groups`` a group per sample (grouped schemes), ``fold_ids`` a fold
-    per sample (``predefined``)."""
+    per sample (``predefined``). A class with fewer samples than folds is refused unless
+    ``small_classes`` (scikit-learn then warns and leaves some folds without it)."""
     try:
         scheme = CVScheme(scheme)
     except ValueError:
@@ -65,9 +98,19 @@ def make_folds(
         raise SplitError(f"cannot make {k} folds from {n} samples")
     folds: list[Fold] = []
     for repeat in range(repeats):
-        splits = _split(n, k, (seed + repeat) % 2**32, scheme, gap, targets, groups, fold_ids)
+        splits = _split(
+            n, k, repeat_seed(seed, repeat), scheme, gap, targets, groups, fold_ids, small_classes
+        )
         folds.extend((np.asarray(train), np.asarray(val)) for train, val in splits)
     return folds
+
+
+def repeat_seed(seed: int, repeat: int) -> int:
+    """The seed of repeat ``repeat``: the study's own for the first, then ones drawn from
+    both (a study of seed s repeats none of the splits of a study of seed s + 1)."""
+    if repeat == 0:
+        return seed
+    return int(np.random.SeedSequence([seed, repeat]).generate_state(1)[0])
 
 
 def _split(
@@ -79,13 +122,15 @@ def _split(
     targets: Any,
     groups: Any,
     fold_ids: Any,
+    small_classes: bool,
 ) -> list[Fold]:
     X = np.zeros((n, 1))
     if scheme == "kfold":
         return list(KFold(n_splits=k, shuffle=True, random_state=seed).split(X))
     if scheme == "stratified":
         y = _per_sample("targets", targets, n, scheme, "class labels")
-        _check_classes(y, k)
+        if not small_classes:
+            _check_classes(y, k)
         splitter = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
         return list(splitter.split(X, y))
     if scheme == "group":
@@ -120,8 +165,10 @@ def _check_classes(y: np.ndarray, k: int) -> None:
     labels, counts = np.unique(y, return_counts=True)
     smallest = int(np.argmin(counts))
     if counts[smallest] < k:
+        label = labels[smallest]
+        label = label.item() if isinstance(label, np.generic) else label
         raise SplitError(
-            f"cv.scheme stratified: class {labels[smallest].item()!r} has "
+            f"cv.scheme stratified: class {label!r} has "
             f"{counts[smallest]} sample{'s' if counts[smallest] != 1 else ''}, fewer than "
             f"parallel.folds ({k}), so some folds would have none of it: use fewer folds or "
             "cv.scheme kfold"

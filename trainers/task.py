@@ -131,16 +131,24 @@ class Task:
             self.loop is Loop.LIGHTNING and self.hook("build_datamodule") is not None
         )
 
-    def profile(self) -> TaskProfile:
-        """The task's kind, loop and declared metrics (the built-in loop's for a model)."""
+    def profile(self, options: dict[str, Any] | None = None) -> TaskProfile:
+        """The task's kind, loop and declared metrics (the built-in loop's for a model), and
+        what it gives: test data when it has ``load_test_data`` and, if it says so with
+        ``has_test_data(options)``, for these ``trainer.options``."""
         return TaskProfile(
             self.kind,
             self.loop,
             tuple(self.declared_metrics),
             own_loaders=self.own_loaders,
-            test_data=self.hook("load_test_data") is not None,
+            test_data=self.gives_test_data(options or {}),
             rebuilds_models=self.model_builder() is not None,
         )
+
+    def gives_test_data(self, options: dict[str, Any]) -> bool:
+        if self.hook("load_test_data") is None:
+            return False
+        says = self.hook("has_test_data")
+        return True if says is None else bool(says(options))
 
     def model_builder(self) -> Callable[[dict[str, Any]], Any] | None:
         """What rebuilds a saved model of this task from its params: ``build_model`` (the

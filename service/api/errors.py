@@ -126,6 +126,13 @@ _DESCRIPTIONS = {
 }
 
 
+def invalid_field(loc: tuple[str, ...], message: str, value: Any) -> RequestValidationError:
+    """A 422 naming the field of the body at ``loc``, as a body's own validation error does."""
+    return RequestValidationError(
+        [{"type": "value_error", "loc": ("body", *loc), "msg": message, "input": value}]
+    )
+
+
 def documented(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` for these error codes, each with the ``ErrorMessage`` model."""
     return {code: {"model": ErrorMessage, "description": _DESCRIPTIONS[code]} for code in codes}

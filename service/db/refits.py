@@ -1,11 +1,13 @@
-"""Queries on refits and on a study's hold-out score. Functions never commit.
+"""Queries on refits: a trial's params trained on all the training data. Functions never
+commit.
 
-The API records what is asked for (a refit ``queued``, a hold-out score ``queued``); the
-scheduler alone moves them on (``running``, then ``completed`` or ``failed``).
+The API asks for a refit (``queued``); the scheduler alone moves it on (``running``, then
+``completed`` or ``failed``) and records what it reports and saves.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from typing import Any
@@ -25,14 +27,23 @@ from service.db.models import (
     utcnow,
 )
 from trainers.objective import fold_value
-from trainers.report import EpochReport
+from trainers.report import ArtifactKind, EpochReport
 
 OPEN = (JobStatus.QUEUED, JobStatus.RUNNING)
 ENDED = (StudyStatus.COMPLETED, StudyStatus.STOPPED, StudyStatus.FAILED)
 
 
+class HoldoutRefused(ValueError):
+    """A refit or hold-out score asked of a trial that cannot give one; says why."""
+
+
+class NothingToScore(HoldoutRefused):
+    """The study has no completed trial: there is nothing to score or refit yet."""
+
+
 def create_refit(session: Session, study_id: int, trial_number: int, epochs: int) -> RefitRow:
-    """Ask for a refit of trial ``trial_number``: numbered after the study's earlier ones."""
+    """Ask for a refit of trial ``trial_number``, numbered after the study's earlier ones (the
+    caller holds the study's row lock: ``studies.touch_study`` first)."""
     latest = session.scalar(select(func.max(RefitRow.number)).where(RefitRow.study_id == study_id))
     refit = RefitRow(
         study_id=study_id,
@@ -45,6 +56,21 @@ def create_refit(session: Session, study_id: int, trial_number: int, epochs: int
     session.add(refit)
     session.flush()
     return refit
+
+
+def queue_refit(
+    session: Session, study: StudyRow, spec: StudySpec, trial: TrialRow, *, epochs: int | None
+) -> RefitRow:
+    """Ask for a refit of ``trial``: ``epochs``, or the median of its folds' chosen epochs."""
+    if epochs is None:
+        objective = spec.objective
+        try:
+            epochs = best_epochs(
+                session, trial, objective.metric, objective.direction.value, objective.use
+            )
+        except ValueError as exc:
+            raise HoldoutRefused(str(exc)) from exc
+    return create_refit(session, study.id, trial.number, epochs)
 
 
 def get_refit(session: Session, study_id: int, number: int) -> RefitRow | None:
@@ -94,7 +120,7 @@ def completed_refit(session: Session, study_id: int, trial_number: int) -> Refit
     return session.scalars(query).first()
 
 
-def start_attempt(session: Session, refit: RefitRow) -> int:
+def start_attempt(refit: RefitRow) -> int:
     """The refit runs (again): a refit found running was cut short, and its next attempt
     resumes from its checkpoint. Returns the attempt."""
     if refit.status is JobStatus.RUNNING:
@@ -112,6 +138,14 @@ def record_epoch(refit: RefitRow, report: EpochReport) -> None:
     refit.curve = sorted([*kept, record], key=lambda e: e["epoch"])
 
 
+def record_artifact(refit: RefitRow, kind: ArtifactKind, epoch: int) -> None:
+    """The refit checkpointed after ``epoch`` (the latest one counts), or saved its model."""
+    if kind is ArtifactKind.MODEL:
+        refit.model_saved = True
+    else:
+        refit.checkpoint_epoch = max(epoch, refit.checkpoint_epoch or 0)
+
+
 def finish_refit(
     refit: RefitRow,
     status: JobStatus,
@@ -119,6 +153,8 @@ def finish_refit(
     error: str | None = None,
     test_metrics: dict[str, Any] | None = None,
 ) -> None:
+    """The refit ended: ``completed`` (its model saved; ``error`` says why a score of it on
+    the test data failed) or ``failed``."""
     refit.status = status
     refit.error = error
     refit.finished_at = utcnow()
@@ -151,81 +187,14 @@ def best_epochs(session: Session, trial: TrialRow, metric: str, direction: str, 
             .where(EpochMetricRow.fold_run_id == run.id, EpochMetricRow.stopped.is_(False))
             .order_by(EpochMetricRow.epoch)
         ).all()
-        values = [(e.epoch, e.metrics[metric]) for e in epochs if metric in e.metrics]
+        values = [(e.epoch, float(e.metrics[metric])) for e in epochs if metric in e.metrics]
         if not values:
             continue
         value = fold_value([{metric: v} for _, v in values], metric, direction, use=use)
-        chosen.append(next(epoch for epoch, v in values if v == value))
+        chosen.append(next(epoch for epoch, v in values if v == value or _both_nan(v, value)))
     if not chosen:
         raise ValueError(f"trial {trial.number} has no completed fold to take its epochs from")
     return max(1, round(statistics.median(chosen)))
-
-
-def request_holdout(
-    session: Session,
-    study: StudyRow,
-    trial_number: int | None,
-    score: str,
-    refit_number: int | None,
-) -> None:
-    """Ask for the study's hold-out score of trial ``trial_number`` (replacing an earlier one;
-    None: no trial could be scored, said as the score fails)."""
-    study.holdout_status = JobStatus.QUEUED
-    study.holdout = {
-        "status": JobStatus.QUEUED.value,
-        "trial": trial_number,
-        "score": score,
-        "requested_at": utcnow().isoformat(),
-        "refit_number": refit_number,
-    }
-
-
-def set_holdout(study: StudyRow, status: JobStatus, **fields: Any) -> None:
-    """Move the study's hold-out score on: its status and what it found."""
-    study.holdout_status = status
-    done = {"finished_at": utcnow().isoformat()} if status.finished else {}
-    study.holdout = {**(study.holdout or {}), **fields, **done, "status": status.value}
-
-
-class HoldoutRefused(ValueError):
-    """A hold-out score or refit that cannot be asked for; the message says why."""
-
-
-def queue_holdout(
-    session: Session,
-    study: StudyRow,
-    spec: StudySpec,
-    *,
-    score: str,
-    trial_number: int | None = None,
-    epochs: int | None = None,
-) -> None:
-    """Ask for the study's hold-out score of trial ``trial_number`` (default: its best),
-    queuing the refit the score needs unless one of that trial has completed already."""
-    trial = scored_trial(session, study, trial_number)
-    refit_number = None
-    if score in ("refit", "both"):
-        done = completed_refit(session, study.id, trial.number)
-        if done is not None and epochs in (None, done.epochs):
-            refit_number = done.number
-        else:
-            refit_number = queue_refit(session, study, spec, trial, epochs=epochs).number
-    request_holdout(session, study, trial.number, score, refit_number)
-
-
-def queue_refit(
-    session: Session, study: StudyRow, spec: StudySpec, trial: TrialRow, *, epochs: int | None
-) -> RefitRow:
-    """Ask for a refit of ``trial``: ``epochs``, or the median of its folds' chosen epochs."""
-    if epochs is None:
-        objective = spec.objective
-        try:
-            epochs = best_epochs(
-                session, trial, objective.metric, objective.direction.value, objective.use
-            )
-        except ValueError as exc:
-            raise HoldoutRefused(str(exc)) from exc
-    return create_refit(session, study.id, trial.number, epochs)
 
 
 def scored_trial(session: Session, study: StudyRow, number: int | None) -> TrialRow:
@@ -233,7 +202,7 @@ def scored_trial(session: Session, study: StudyRow, number: int | None) -> Trial
     if number is None:
         best = study_repo.best_trials(session, [study]).get(study.id)
         if best is None:
-            raise HoldoutRefused(f"study {study.id} has no completed trial to score")
+            raise NothingToScore(f"study {study.id} has no completed trial to score")
         return best
     trial = session.scalar(
         select(TrialRow).where(TrialRow.study_id == study.id, TrialRow.number == number)
@@ -245,3 +214,7 @@ def scored_trial(session: Session, study: StudyRow, number: int | None) -> Trial
             f"trial {number} is {trial.status}: only a completed trial has a model of every fold"
         )
     return trial
+
+
+def _both_nan(a: float, b: float) -> bool:
+    return math.isnan(a) and math.isnan(b)

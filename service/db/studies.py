@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, aliased
 from sqlalchemy.sql import Select
 
 from foldwise.schemas import StudyStatus, TrialStatus
-from foldwise.spec import StudySpec
+from foldwise.spec import STORED, StudySpec
 from service.db.models import StudyRow, TrialRow, utcnow
 
 ACTIVE = (StudyStatus.QUEUED, StudyStatus.RUNNING)
@@ -146,6 +146,12 @@ def _best_trial_ids(study_ids: list[int], *, maximize: bool) -> Select[Any]:
         .scalar_subquery()
     )
     return select(best).where(StudyRow.id.in_(study_ids))
+
+
+def stored_spec(study: StudyRow) -> StudySpec:
+    """The study's spec as its type, read back as stored (checks added since it was accepted
+    are not made again)."""
+    return StudySpec.model_validate(study.spec, context={STORED: True})
 
 
 def fold_count(study: StudyRow) -> int:

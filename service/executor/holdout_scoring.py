@@ -53,10 +53,14 @@ async def score_remotely(
         options["runtime_env"] = await asyncio.to_thread(code_runtime_env, code.path)
     device = "cuda" if gpus > 0 else "cpu"
     batch = job.trainer.val_batch_size
+    ref = score_models.options(**options).remote(
+        job.task, job.trainer.options, models, batch, device
+    )
     try:
-        outcome, text = await score_models.options(**options).remote(
-            job.task, job.trainer.options, models, batch, device
-        )
+        outcome, text = await ref
+    except asyncio.CancelledError:  # the study was deleted, or the service stops
+        ray.cancel(ref, force=True)
+        raise
     except ray.exceptions.RayError as exc:
         raise FoldFailed(
             f"the worker scoring the models was lost: {type(exc).__name__}", retryable=True

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import ray
 
@@ -11,7 +13,7 @@ from trainers.task import TaskNotFound, TaskProfile
 
 
 @ray.remote(num_cpus=0, max_retries=0)
-def describe_task(name: str) -> tuple[str, str]:
+def describe_task(name: str, options: str = "{}") -> tuple[str, str]:
     """("profile", the task's profile as JSON) of task ``name``, or ("error", why it cannot be
     loaded); imports and, for a class, constructs the user's code. Only plain strings go back:
     an exception of the user's own class would be unpickled, its module imported, in the
@@ -19,7 +21,7 @@ def describe_task(name: str) -> tuple[str, str]:
     from trainers.task import resolve_task
 
     try:
-        return "profile", resolve_task(name).profile().to_json()
+        return "profile", resolve_task(name).profile(json.loads(options)).to_json()
     except BaseException as exc:  # any failure of the user's code: its reason, as text
         try:
             lines = str(exc).strip().splitlines()
@@ -28,15 +30,21 @@ def describe_task(name: str) -> tuple[str, str]:
         return "error", lines[-1] if lines else f"task {name!r} could not be loaded"
 
 
-def describe_remotely(name: str, timeout: float, code: Path | None = None) -> TaskProfile:
+def describe_remotely(
+    name: str,
+    timeout: float,
+    code: Path | None = None,
+    options: dict[str, Any] | None = None,
+) -> TaskProfile:
     """``describe_task`` on a worker, waited for at most ``timeout`` seconds; ``TaskNotFound``
     with the worker's reason when the task cannot be loaded there. With ``code`` (a snapshot's
-    unpacked package), the worker imports the task from that snapshot."""
+    unpacked package), the worker imports the task from that snapshot; ``options`` are the
+    study's ``trainer.options`` (what test data the task gives may depend on them)."""
     try:
         task = describe_task
         if code is not None:
             task = describe_task.options(runtime_env=code_runtime_env(str(code)))
-        outcome, text = ray.get(task.remote(name), timeout=timeout)
+        outcome, text = ray.get(task.remote(name, json.dumps(options or {})), timeout=timeout)
     except ray.exceptions.GetTimeoutError as exc:
         raise TaskNotFound(f"task {name!r}: loading it took more than {timeout:g} s") from exc
     except ray.exceptions.RayError as exc:  # the worker died (the task's code exited, say)

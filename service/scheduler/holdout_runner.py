@@ -14,12 +14,17 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from sqlalchemy.orm import Session
 
 from foldwise.schemas import JobStatus
-from foldwise.spec import STORED, StudySpec
-from service.artifact_store import artifact_store, fold_model_key, refit_model_key
+from foldwise.spec import StudySpec
+from service.artifact_store import artifact_store, fold_model_key
+from service.db import holdout as holdout_repo
 from service.db import refits as refit_repo
+from service.db import studies as study_repo
 from service.db import trials as trial_repo
 from service.db.models import RefitRow, StudyRow
 from service.executor.failures import FoldFailed
@@ -28,10 +33,14 @@ from service.scheduler.lease import LeaseLost
 from service.scheduler.store import SchedulerStore
 from trainers.artifact_keys import refit_artifact_key
 from trainers.job import FoldJob
-from trainers.report import ArtifactKind, EpochReport, SavedArtifact
+from trainers.report import MODEL_FILE, EpochReport, SavedArtifact
 from trainers.task import TaskProfile
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
+
+SCORE_TRIES = 2
+"""A score whose worker was lost is tried once more."""
 
 
 class HoldoutFailed(Exception):
@@ -43,6 +52,26 @@ class _Study:
     spec: StudySpec
     code_hash: str | None
     profile: TaskProfile | None
+    """None for a study stored before profiles were: its task is tried as it is."""
+
+    @property
+    def scores(self) -> bool:
+        """Whether the study's task gives test data to score a model on."""
+        return self.profile is None or self.profile.test_data
+
+
+@dataclasses.dataclass(frozen=True)
+class _ScoreAsked:
+    """A hold-out score as asked for, with what the study holds of its trial."""
+
+    score: str
+    trial: int
+    params: dict[str, Any]
+    value: float | None
+    std_error: float | None
+    folds: list[int]
+    """The folds whose model the trial kept."""
+    refit: RefitRow | None
 
 
 class HoldoutRunner:
@@ -54,12 +83,15 @@ class HoldoutRunner:
         self.executor = executor
 
     async def run(self) -> None:
-        """Run the study's jobs to their ends; an unexpected error fails the job it hit, with
+        """Run the study's jobs to their ends; an unexpected error fails the jobs it hit, with
         the reason (a service stopping leaves a running refit to resume at the next start)."""
         try:
-            while (job := await self._next()) is not None:
-                study, refit = job
+            while True:
                 try:
+                    job = await self._next()
+                    if job is None:
+                        return
+                    study, refit = job
                     if refit is not None:
                         await self._refit(study, refit)
                     else:
@@ -68,30 +100,22 @@ class HoldoutRunner:
                     raise
                 except Exception as exc:
                     log.exception("study %s: a refit or hold-out score failed", self.study_id)
-                    await self._fail(refit, f"{type(exc).__name__}: {exc}")
+                    await self._write(lambda s, e=exc: _fail_open_jobs(s, self.study_id, e))
         except LeaseLost:
             log.warning("study %s: this instance lost the scheduler lease", self.study_id)
-
-    async def _fail(self, refit: int | None, error: str) -> None:
-        if refit is not None:
-            await self._finish_refit(refit, JobStatus.FAILED, error=error)
-        else:
-            await self._write(
-                lambda s: refit_repo.set_holdout(self._study(s), JobStatus.FAILED, error=error)
-            )
 
     async def _next(self) -> tuple[_Study, int | None] | None:
         """The study and its oldest open refit's number, or None for its hold-out score;
         None when nothing is left to run."""
 
-        def work(session: Any) -> tuple[_Study, int | None] | None:
+        def work(session: Session) -> tuple[_Study, int | None] | None:
             row = session.get(StudyRow, self.study_id)
             if row is None or row.delete_requested:
                 return None
             refits = refit_repo.open_refits(session, self.study_id)
             if not refits and row.holdout_status not in refit_repo.OPEN:
                 return None
-            spec = StudySpec.model_validate(row.spec, context={STORED: True})
+            spec = study_repo.stored_spec(row)
             profile = None if row.task_profile is None else TaskProfile.from_json(row.task_profile)
             study = _Study(spec, row.code_hash, profile)
             return study, refits[0].number if refits else None
@@ -101,38 +125,39 @@ class HoldoutRunner:
     # -- refits -------------------------------------------------------------------------------
 
     async def _refit(self, study: _Study, number: int) -> None:
+        """Train refit ``number`` to its end, then score its model on the test data if the
+        task gives some (a score that fails leaves the refit completed, saying why)."""
         try:
-            metrics = await self._train_refit(study, number)
+            job = await self._train_refit(study, number)
         except (FoldFailed, HoldoutFailed) as exc:
-            message = exc.message if isinstance(exc, FoldFailed) else str(exc)
+            message = _message(exc)
             log.warning("study %s refit %s failed: %s", self.study_id, number, message)
-            await self._finish_refit(number, JobStatus.FAILED, error=message)
+            await self._on_refit(number, refit_repo.finish_refit, JobStatus.FAILED, error=message)
             return
-        await self._finish_refit(number, JobStatus.COMPLETED, test_metrics=metrics)
+        metrics, error = None, None
+        if study.scores:
+            try:
+                metrics = await self._score_refit(study, job)
+            except (FoldFailed, HoldoutFailed) as exc:
+                error = f"not scored on the test data: {_message(exc)}"
+        await self._on_refit(
+            number, refit_repo.finish_refit, JobStatus.COMPLETED, error=error, test_metrics=metrics
+        )
 
-    async def _train_refit(self, study: _Study, number: int) -> dict[str, float] | None:
-        """Train refit ``number`` to its end; its model's score on the test data, if any."""
+    async def _train_refit(self, study: _Study, number: int) -> FoldJob:
         if self.store.artifact_dir is None:
             raise HoldoutFailed("the service keeps no artifacts, so a refit's model has no home")
         retries = study.spec.trainer.retries
-        attempt, trial_number, params, epochs = await self._start_attempt(number)
         while True:
-            job = _refit_job(study, self.study_id, trial_number, params, number, epochs, attempt)
+            attempt, trial, params, epochs = await self._start_attempt(number)
+            job = _refit_job(study, self.study_id, trial, params, number, epochs, attempt)
             try:
                 await self._stream(study, job, number)
-                break
+                return job
             except FoldFailed as exc:
                 if not exc.retryable or retries <= 0:
                     raise
                 retries -= 1
-                attempt, *_ = await self._start_attempt(number)
-        key = refit_model_key(self.study_id, trial_number, number)
-        model = await asyncio.to_thread(artifact_store(self.store.artifact_dir).read, key)
-        if model is None:
-            raise HoldoutFailed("the refit ended without saving its model (ctx.save_model)")
-        if study.profile is None or not study.profile.test_data:
-            return None
-        return (await self._score_models(study, job, [model]))["ensemble"]
 
     async def _stream(self, study: _Study, job: FoldJob, number: int) -> None:
         resources = study.spec.resources
@@ -142,118 +167,148 @@ class HoldoutRunner:
             gpus_per_worker=resources.gpus_per_worker,
         ):
             if isinstance(event, SavedArtifact):
-                await self._write(lambda s, e=event: _record_artifact(s, self.study_id, number, e))
+                await self._on_refit(number, refit_repo.record_artifact, event.kind, event.epoch)
             elif isinstance(event, EpochReport):
-                await self._write(
-                    lambda s, e=event: refit_repo.record_epoch(self._refit_row(s, number), e),
-                    trials=False,
-                )
+                await self._on_refit(number, refit_repo.record_epoch, event, trials=False)
+
+    async def _score_refit(self, study: _Study, job: FoldJob) -> dict[str, float]:
+        """The test-data score of the refit model ``job`` saved."""
+        assert self.store.artifact_dir is not None
+        store = artifact_store(self.store.artifact_dir)
+        key = f"{job.artifact_key}/{MODEL_FILE}"
+        model = await asyncio.to_thread(store.read, key)
+        if model is None:
+            raise HoldoutFailed("the refit ended without saving its model (ctx.save_model)")
+        return await self._score_models(study, job, [model])
 
     async def _start_attempt(self, number: int) -> tuple[int, int, dict[str, Any], int]:
         """Mark the refit running (a new attempt when it ran before); (attempt, trial number,
         the trial's params, epochs)."""
 
-        def work(session: Any) -> tuple[int, int, dict[str, Any], int]:
+        def work(session: Session) -> tuple[int, int, dict[str, Any], int]:
             refit = self._refit_row(session, number)
             trial = trial_repo.get_trial(session, self.study_id, refit.trial_number)
             if trial is None:
                 raise HoldoutFailed(f"trial {refit.trial_number} is gone")
-            attempt = refit_repo.start_attempt(session, refit)
+            attempt = refit_repo.start_attempt(refit)
             return attempt, refit.trial_number, dict(trial.params), refit.epochs
 
         return await self._write(work)
 
-    async def _finish_refit(self, number: int, status: JobStatus, **fields: Any) -> None:
-        await self._write(
-            lambda s: refit_repo.finish_refit(self._refit_row(s, number), status, **fields)
-        )
+    async def _on_refit(
+        self, number: int, change: Callable[..., None], *args: Any, trials: bool = True, **kw: Any
+    ) -> None:
+        """``change(refit, *args, **kw)`` of refit ``number``, written."""
+        await self._write(lambda s: change(self._refit_row(s, number), *args, **kw), trials=trials)
 
     # -- hold-out scores ------------------------------------------------------------------------
 
     async def _score(self, study: _Study) -> None:
         """Score the trial the study's hold-out request names: its fold models as an ensemble
-        and/or the refit it waited for."""
+        and/or the refit it waited for. Each half stands on its own: one that fails is said in
+        ``error`` beside the other's result; the score fails when no half succeeds."""
         try:
-            request = await self._write(self._begin_score)
-            found = await self._found(study, request)
-        except (FoldFailed, HoldoutFailed) as exc:
-            message = exc.message if isinstance(exc, FoldFailed) else str(exc)
-            log.warning("study %s hold-out score failed: %s", self.study_id, message)
-            await self._write(
-                lambda s: refit_repo.set_holdout(self._study(s), JobStatus.FAILED, error=message)
-            )
+            asked = await self._write(self._begin_score)
+        except (FoldFailed, HoldoutFailed, refit_repo.HoldoutRefused) as exc:
+            await self._end_score(JobStatus.FAILED, error=_message(exc))
             return
-        await self._write(
-            lambda s: refit_repo.set_holdout(self._study(s), JobStatus.COMPLETED, **found)
-        )
+        found: dict[str, Any] = {"ensemble": None, "refit": None}
+        errors = []
+        halves = [("ensemble", self._ensemble), ("refit", self._refit_score)]
+        for name, compute in halves:
+            if asked.score not in (name, "both"):
+                continue
+            try:
+                found[name] = await compute(study, asked)
+            except (FoldFailed, HoldoutFailed) as exc:
+                errors.append(f"{name}: {_message(exc)}")
+        objective = holdout_objective(study.spec, asked, found["ensemble"], found["refit"])
+        status = JobStatus.COMPLETED if any(found.values()) else JobStatus.FAILED
+        error = "; ".join(errors) or None
+        await self._end_score(status, objective=objective, error=error, **found)
 
-    def _begin_score(self, session: Any) -> dict[str, Any]:
+    def _begin_score(self, session: Session) -> _ScoreAsked:
         study = self._study(session)
-        refit_repo.set_holdout(study, JobStatus.RUNNING, error=None)
+        holdout_repo.set_holdout(study, JobStatus.RUNNING, error=None)
         request = dict(study.holdout or {})
+        if request.get("trial") is None:
+            raise HoldoutFailed("the study has no completed trial to score")
         trial = trial_repo.get_trial(session, self.study_id, int(request["trial"]))
         if trial is None:
             raise HoldoutFailed(f"trial {request['trial']} is gone")
-        request["params"], request["value"] = dict(trial.params), trial.value
-        request["std_error"] = trial.std_error
-        request["folds"] = refit_repo.model_folds(session, trial)
+        refit = None
         if request.get("refit_number"):
             refit = refit_repo.get_refit(session, self.study_id, int(request["refit_number"]))
-            request["refit_row"] = None if refit is None else (refit.status, refit.error)
-            request["refit_metrics"] = None if refit is None else refit.test_metrics
-        return request
+        return _ScoreAsked(
+            score=str(request["score"]),
+            trial=trial.number,
+            params=dict(trial.params),
+            value=trial.value,
+            std_error=trial.std_error,
+            folds=refit_repo.model_folds(session, trial),
+            refit=refit,
+        )
 
-    async def _found(self, study: _Study, request: dict[str, Any]) -> dict[str, Any]:
-        score, number = request["score"], int(request["trial"])
-        ensemble = refit = None
-        if score in ("ensemble", "both"):
-            ensemble = await self._ensemble(study, number, request["params"], request["folds"])
-        if score in ("refit", "both"):
-            status, error = request.get("refit_row") or (None, "it was not asked for")
-            if status is not JobStatus.COMPLETED or request.get("refit_metrics") is None:
-                raise HoldoutFailed(f"refit {request.get('refit_number')} failed: {error}")
-            refit = request["refit_metrics"]
-        objective = holdout_objective(study.spec, request, ensemble, refit)
-        return {"ensemble": ensemble, "refit": refit, "objective": objective, "error": None}
+    async def _end_score(self, status: JobStatus, **fields: Any) -> None:
+        await self._write(lambda s: holdout_repo.set_holdout(self._study(s), status, **fields))
 
-    async def _ensemble(
-        self, study: _Study, number: int, params: dict[str, Any], folds: list[int]
-    ) -> dict[str, float]:
+    async def _ensemble(self, study: _Study, asked: _ScoreAsked) -> dict[str, float]:
         if self.store.artifact_dir is None:
             raise HoldoutFailed("the service keeps no artifacts: the fold models are gone")
-        missing = sorted(set(range(study.spec.fold_count)) - set(folds))
+        missing = sorted(set(range(study.spec.fold_count)) - set(asked.folds))
         if missing:
             raise HoldoutFailed(
-                f"trial {number} kept no model of fold {missing[0]} (a pruned or failed fold)"
+                f"trial {asked.trial} kept no model of fold {missing[0]} (a pruned or failed fold)"
             )
         store = artifact_store(self.store.artifact_dir)
-        keys = [fold_model_key(self.study_id, number, fold) for fold in folds]
+        keys = [fold_model_key(self.study_id, asked.trial, fold) for fold in asked.folds]
         models = [await asyncio.to_thread(store.read, key) for key in keys]
         if any(model is None for model in models):
-            raise HoldoutFailed(f"the artifact store lost a fold model of trial {number}")
-        job = FoldJob.from_spec(study.spec, params=params, fold=0, code_hash=study.code_hash)
-        return (await self._score_models(study, job, [m for m in models if m]))["ensemble"]
+            raise HoldoutFailed(f"the artifact store lost a fold model of trial {asked.trial}")
+        job = FoldJob.from_spec(study.spec, params=asked.params, fold=0, code_hash=study.code_hash)
+        return await self._score_models(study, job, [m for m in models if m is not None])
+
+    async def _refit_score(self, study: _Study, asked: _ScoreAsked) -> dict[str, float]:
+        """The score of the refit the request waited for: as its end recorded it, or made now
+        (its score failed then, or the study was stored before it could score)."""
+        refit = asked.refit
+        if refit is None:
+            raise HoldoutFailed("no refit was asked for")
+        if refit.status is not JobStatus.COMPLETED or not refit.model_saved:
+            raise HoldoutFailed(f"refit {refit.number} failed: {refit.error}")
+        if refit.test_metrics is not None:
+            return refit.test_metrics
+        job = _refit_job(study, self.study_id, asked.trial, asked.params, refit.number, 1, 0)
+        return await self._score_refit(study, job)
 
     async def _score_models(
         self, study: _Study, job: FoldJob, models: list[bytes]
-    ) -> dict[str, Any]:
+    ) -> dict[str, float]:
+        """The ensemble metrics of ``models``, from a worker (tried again if it was lost)."""
         resources = study.spec.resources
-        return await self.executor.score_models(
-            job, models, cpus=resources.cpus_per_worker, gpus=resources.gpus_per_worker
-        )
+        for attempt in range(SCORE_TRIES):
+            try:
+                scores = await self.executor.score_models(
+                    job, models, cpus=resources.cpus_per_worker, gpus=resources.gpus_per_worker
+                )
+                return scores["ensemble"]
+            except FoldFailed as exc:
+                if not exc.retryable or attempt + 1 == SCORE_TRIES:
+                    raise
+        raise AssertionError("unreachable")
 
     # -- inside ---------------------------------------------------------------------------------
 
-    async def _write(self, work: Any, *, trials: bool = True) -> Any:
+    async def _write(self, work: Callable[[Session], T], *, trials: bool = True) -> T:
         return await self.store.write(self.study_id, work, trials=trials)
 
-    def _study(self, session: Any) -> StudyRow:
+    def _study(self, session: Session) -> StudyRow:
         study = session.get(StudyRow, self.study_id)
         if study is None:
             raise HoldoutFailed(f"study {self.study_id} is gone")
         return study
 
-    def _refit_row(self, session: Any, number: int) -> RefitRow:
+    def _refit_row(self, session: Session, number: int) -> RefitRow:
         refit = refit_repo.get_refit(session, self.study_id, number)
         if refit is None:
             raise HoldoutFailed(f"refit {number} is gone")
@@ -269,8 +324,8 @@ def _refit_job(
     epochs: int,
     attempt: int,
 ) -> FoldJob:
-    """Refit ``number``: the trial's params on all the training data for ``epochs`` epochs, its
-    last epoch's model kept (nothing is chosen on what it reports), no early stopping."""
+    """Refit ``number``: the trial's params on all the training data for ``epochs`` epochs,
+    its last epoch's model kept, no early stopping: nothing is chosen on what it reports."""
     job = FoldJob.from_spec(
         study.spec,
         params=params,
@@ -289,19 +344,24 @@ def _refit_job(
     )
 
 
-def _record_artifact(session: Any, study_id: int, number: int, event: SavedArtifact) -> None:
-    refit = refit_repo.get_refit(session, study_id, number)
-    if refit is None:
-        return
-    if event.kind is ArtifactKind.MODEL:
-        refit.model_saved = True
-    else:
-        refit.checkpoint_epoch = max(event.epoch, refit.checkpoint_epoch or 0)
+def _fail_open_jobs(session: Session, study_id: int, error: BaseException) -> None:
+    """End what the study has open (refits, its score) as failed with ``error``: what a bug
+    or a damaged row hit would fail again at every try."""
+    message = f"{type(error).__name__}: {error}"
+    for refit in refit_repo.open_refits(session, study_id):
+        refit_repo.finish_refit(refit, JobStatus.FAILED, error=message)
+    study = session.get(StudyRow, study_id)
+    if study is not None and study.holdout_status in refit_repo.OPEN:
+        holdout_repo.set_holdout(study, JobStatus.FAILED, error=message)
+
+
+def _message(exc: BaseException) -> str:
+    return exc.message if isinstance(exc, FoldFailed) else str(exc)
 
 
 def holdout_objective(
     spec: StudySpec,
-    request: dict[str, Any],
+    asked: _ScoreAsked,
     ensemble: dict[str, float] | None,
     refit: dict[str, float] | None,
 ) -> dict[str, Any] | None:
@@ -315,8 +375,8 @@ def holdout_objective(
     return {
         "metric": metric,
         "test_metric": test_metric,
-        "cv": request.get("value"),
-        "cv_std_error": request.get("std_error"),
+        "cv": asked.value,
+        "cv_std_error": asked.std_error,
         "ensemble": None if ensemble is None else ensemble.get(test_metric),
         "refit": None if refit is None else refit.get(test_metric),
     }
@@ -329,17 +389,16 @@ async def queue_study_holdout(store: SchedulerStore, study_id: int, spec: StudyS
     if holdout is None:
         return
 
-    def work(session: Any) -> None:
+    def work(session: Session) -> None:
         study = session.get(StudyRow, study_id)
         if study is None or study.holdout_status is not None:  # asked already (a restart)
             return
-        try:
-            with session.begin_nested():
-                refit_repo.queue_holdout(
-                    session, study, spec, score=holdout.score, epochs=holdout.epochs
-                )
+        try:  # refused before it writes anything
+            holdout_repo.queue_holdout(
+                session, study, spec, score=holdout.score, epochs=holdout.epochs
+            )
         except refit_repo.HoldoutRefused as exc:
-            refit_repo.request_holdout(session, study, None, holdout.score, None)
-            refit_repo.set_holdout(study, JobStatus.FAILED, error=str(exc))
+            holdout_repo.request_holdout(study, None, holdout.score, None)
+            holdout_repo.set_holdout(study, JobStatus.FAILED, error=str(exc))
 
     await store.write(study_id, work)

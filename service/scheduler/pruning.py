@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from foldwise.spec import Pruning
+from foldwise.racing import Pruning
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from scipy import stats
 
-from foldwise.spec import Racing
+from foldwise.racing import Racing
 
 
 @dataclass(frozen=True)

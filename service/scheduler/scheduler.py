@@ -94,13 +94,16 @@ class Scheduler:
             log.warning("could not read the cluster's nodes: %s", exc)
             return []
 
-    def describe_task(self, name: str, code: Path | None = None) -> TaskProfile:
+    def describe_task(
+        self, name: str, code: Path | None = None, options: dict[str, Any] | None = None
+    ) -> TaskProfile:
         """A user task's profile, loaded in a worker from ``code`` (the unpacked snapshot of
-        its package) when given (blocking); see ``service.task_policy``."""
+        its package) when given, with the study's ``trainer.options`` (blocking); see
+        ``service.task_policy``."""
         from service.executor.task_probe import describe_remotely
         from service.task_policy import DESCRIBE_TIMEOUT_S
 
-        return describe_remotely(name, DESCRIBE_TIMEOUT_S, code)
+        return describe_remotely(name, DESCRIBE_TIMEOUT_S, code, options)
 
     async def lease_status(self) -> dict[str, Any]:
         try:
@@ -122,7 +125,7 @@ class Scheduler:
                     await self._start_new_studies()
                     await self._start_holdouts()
                     await self._carry_out_deletions()
-                elif self._runners:  # lost the lease: another instance schedules now
+                elif self._runners or self._holdouts:  # another instance schedules now
                     await self._drop_runners()
             except LeaseLost:
                 await self._drop_runners()

@@ -24,7 +24,9 @@ def api(database_url: str):
 
 
 def test_the_stored_spec_says_the_scheme_the_task_gets(api) -> None:
-    response = api.post("/studies", json=_spec(holdout={"score": "both"}))
+    spec = _spec(holdout={"score": "both"})
+    spec["trainer"]["options"] = {"test_fraction": 0.25}
+    response = api.post("/studies", json=spec)
     assert response.status_code == 201, response.text
     study = response.json()
     assert study["spec"]["cv"] == {"scheme": "stratified", "repeats": 1, "gap": 0}
@@ -48,7 +50,13 @@ def test_the_stored_spec_says_the_scheme_the_task_gets(api) -> None:
             "tests.user_tasks.tiny",
             {"holdout": {"score": "ensemble"}},
             ["body", "holdout"],
-            "gives no test data: add load_test_data(options)",
+            "gives no test data with these trainer.options: add load_test_data(options)",
+        ),
+        (  # the built-in digits keep test data aside only with trainer.options.test_fraction
+            "digits_mlp",
+            {"holdout": {"score": "ensemble"}},
+            ["body", "holdout"],
+            "task 'digits_mlp' gives no test data with these trainer.options",
         ),
         (
             f"{OWN}:WithoutItsModel",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from foldwise.spec import Pruning
+from foldwise.racing import Pruning
 from service.scheduler.pruning import FoldCurves, best_so_far, prune_verdict
 
 MEDIAN = Pruning(rule="median", warmup_epochs=2, min_runs=3)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from foldwise.racing import Racing
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
-from foldwise.spec import Racing
 from service.db.engine import make_engine, make_session_factory
 from service.db.models import FoldRunRow, TrialRow
 from service.scheduler.racing import Incumbent, race_verdict

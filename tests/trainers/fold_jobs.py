@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from foldwise.spec import CrossValidation, EarlyStopping, Objective, TrainerSpec
+from foldwise.cv import CrossValidation
+from foldwise.spec import EarlyStopping, Objective, TrainerSpec
 from trainers.ddp import free_port
 from trainers.fold_runner import run_fold, run_fold_in_directory
 from trainers.job import FoldJob

@@ -61,7 +61,8 @@ def test_a_saved_model_records_what_rebuilds_it(tmp_path: Path) -> None:
 
 
 class _Refit:
-    """The digits, and a fold function that notes its context as a refit sees it."""
+    """The digits with test data kept aside, and a fold function that notes its context as a
+    refit sees it."""
 
     metrics = ["val_accuracy"]
 
@@ -78,13 +79,13 @@ class _Refit:
         ctx.report(0, val_accuracy=0.5)
 
 
-def test_a_refit_trains_on_all_the_training_data_and_validates_on_the_test_data() -> None:
+def test_a_refit_trains_and_validates_on_all_the_training_data_never_the_test_data() -> None:
     job = make_job(
         f"{__name__}:_Refit", options=OPTIONS, epochs=1, objective={"metric": "val_accuracy"}
     )
     refit = FoldJob(**{**job.__dict__, "refit": True})
     assert epochs_of(run_local(refit))[0].metrics["val_accuracy"] == 0.5
-    assert SEEN == {"refit": True, "fold": None, "train": 1347, "val": 450}
+    assert SEEN == {"refit": True, "fold": None, "train": 1347, "val": 1347}
     assert refit.fold_seed != job.fold_seed and refit.describe().endswith("refit")
     assert refit.fingerprint() != job.fingerprint()  # a fold's checkpoint never resumes it
 

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from trainers.builtin.digits_data import load_digits_flat, split_off_test
+from trainers.builtin.digits_data import has_test_data as has_test_data  # test_fraction
+from trainers.builtin.digits_data import load_digits_flat
 
 kind = "classification"
 
@@ -21,12 +22,12 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh, "ge
 def load_data(options: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """Standardised pixel features (float32) and integer labels (without the test part that
     ``trainer.options.test_fraction`` keeps aside)."""
-    return split_off_test(load_digits_flat(), options, test=False)
+    return load_digits_flat(options)
 
 
 def load_test_data(options: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """The ``test_fraction`` of the digits kept aside for a hold-out score."""
-    return split_off_test(load_digits_flat(), options, test=True)
+    return load_digits_flat(options, test=True)
 
 
 def build_model(params: dict[str, Any]) -> nn.Module:

@@ -15,7 +15,8 @@ from typing import Any
 
 from torch import nn
 
-from trainers.builtin.digits_data import load_digits_images, split_off_test
+from trainers.builtin.digits_data import has_test_data as has_test_data  # test_fraction
+from trainers.builtin.digits_data import load_digits_images
 from trainers.builtin.nas_mlp import activation, layer_choice
 
 kind = "classification"
@@ -26,12 +27,12 @@ IMAGE_SIZE = 8
 
 
 def load_data(options: dict[str, Any]) -> tuple[Any, Any]:
-    return split_off_test(load_digits_images(), options, test=False)
+    return load_digits_images(options)
 
 
 def load_test_data(options: dict[str, Any]) -> tuple[Any, Any]:
     """The ``test_fraction`` of the digits kept aside for a hold-out score."""
-    return split_off_test(load_digits_images(), options, test=True)
+    return load_digits_images(options, test=True)
 
 
 def build_model(params: dict[str, Any]) -> nn.Module:

@@ -12,7 +12,8 @@ from typing import Any
 
 from torch import nn
 
-from trainers.builtin.digits_data import load_digits_flat, split_off_test
+from trainers.builtin.digits_data import has_test_data as has_test_data  # test_fraction
+from trainers.builtin.digits_data import load_digits_flat
 
 kind = "classification"
 
@@ -28,12 +29,12 @@ MAX_DEPTH = 8
 
 
 def load_data(options: dict[str, Any]) -> tuple[Any, Any]:
-    return split_off_test(load_digits_flat(), options, test=False)
+    return load_digits_flat(options)
 
 
 def load_test_data(options: dict[str, Any]) -> tuple[Any, Any]:
     """The ``test_fraction`` of the digits kept aside for a hold-out score."""
-    return split_off_test(load_digits_flat(), options, test=True)
+    return load_digits_flat(options, test=True)
 
 
 def layer_choice(params: dict[str, Any], name: str, i: int, default: Any) -> Any:

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from benchmarks.dashboard_scale import wait_until
 from foldwise.schemas import FoldStatus, JobStatus, TrialStatus
 from service.db import fold_runs as fold_repo
-from service.db import refits as refit_repo
+from service.db import holdout as holdout_repo
 from service.db import studies as study_repo
 from service.db import trials as trial_repo
 from tests.service.dashboard.conftest import FOLDS, RUNNING, TRIALS, Dashboard, open_ready
@@ -344,10 +344,10 @@ def test_study_page_shows_the_hold_out_score_beside_the_cv_value(
     with dashboard.app.state.sessions.begin() as session:
         study = study_repo.get_study(session, dashboard.study_id)
         study.spec = {**study.spec, "cv": {"scheme": "group", "repeats": 2, "gap": 0}}
-        refit_repo.request_holdout(session, study, 3, "both", 1)
+        holdout_repo.request_holdout(study, 3, "both", 1)
         objective = {"metric": "val_loss", "test_metric": "loss", "cv": 0.25,
                      "cv_std_error": 0.02, "ensemble": 0.31, "refit": 0.29}  # fmt: skip
-        refit_repo.set_holdout(
+        holdout_repo.set_holdout(
             study,
             JobStatus.COMPLETED,
             ensemble={"loss": 0.31, "accuracy": 0.9},

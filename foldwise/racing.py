@@ -1,0 +1,55 @@
+"""The spec's racing across folds and pruning inside a fold: when a trial, or one of its fold
+runs, is stopped as clearly worse than the others (docs/racing.md)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from foldwise.space import StrictModel
+
+
+class Racing(StrictModel):
+    """Racing across folds: a trial's folds run in waves, and once it is clearly worse than the
+    incumbent on the same folds its remaining folds are cancelled (the trial is ``pruned``)."""
+
+    rule: Literal["off", "forgiving", "ttest"] = Field(
+        "forgiving",
+        description="forgiving (the default): prune when the trial is worse than the incumbent "
+        "on the same folds by more than the incumbent's worst fold lies from its mean; "
+        "ttest: prune when a one-sided paired t-test on those folds says it is worse at "
+        "level `alpha`; off: every fold runs",
+    )
+    min_folds: int | None = Field(
+        None,
+        ge=1,
+        le=99,
+        description="Folds every trial finishes before it can be pruned, below its folds: "
+        "by default 1 (forgiving) or 2 (ttest)",
+    )
+    alpha: float = Field(
+        0.1, gt=0, lt=1, description="ttest: the p-value below which a trial is pruned"
+    )
+
+
+class Pruning(StrictModel):
+    """Pruning inside a fold: stop a fold run whose learning curve is clearly worse than other
+    trials' runs of the same fold at the same epoch; its trial is then ``pruned``."""
+
+    rule: Literal["off", "median", "asha"] = Field(
+        "off",
+        description="median: prune when the run's best value so far is worse than the median "
+        "of the other runs at that epoch; asha: at rungs warmup_epochs x eta^k, only the top "
+        "1/eta of the runs that reached the rung go on",
+    )
+    warmup_epochs: int = Field(
+        2, ge=1, le=100_000, description="Epochs a fold run always trains before a decision"
+    )
+    min_runs: int = Field(
+        4,
+        ge=1,
+        le=100_000,
+        description="Other trials' runs of the same fold needed before any run is pruned",
+    )
+    eta: int = Field(3, ge=2, le=100, description="asha: the reduction factor between rungs")
