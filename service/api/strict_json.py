@@ -66,7 +66,8 @@ class StrictJSONRequest(Request):
 
 class StrictJSONRoute(APIRoute):
     """A route whose JSON body is read by ``parse_json_body``; a body it reads as JSON sent as
-    another media type, or as none, is a 415 (FastAPI handed the raw bytes to the model, whose
+    another media type, or as none, is a 415 (a route whose body may be left out takes a
+    request with no body at all) (FastAPI handed the raw bytes to the model, whose
     422 said the valid document it was given "is a bytes"). That check is the route's last
     dependency, so a missing token is still a 401 first. A route that needs a token finds its
     principal before the body is read (``authenticate_first``): without a valid token, a body
@@ -77,7 +78,9 @@ class StrictJSONRoute(APIRoute):
         body = self.body_field
         if body is not None and getattr(body.field_info, "media_type", JSON) == JSON:
             given = list(kwargs.pop("dependencies", None) or [])
-            checked = [*given, Depends(_check_json_media_type)]
+            required = body.field_info.is_required()
+            check = _check_json_media_type if required else _check_json_media_type_if_any
+            checked = [*given, Depends(check)]
             super().__init__(path, endpoint, dependencies=checked, **kwargs)
         self.authenticates = _depends_on(self.dependant, get_principal)
 
@@ -95,6 +98,15 @@ class StrictJSONRoute(APIRoute):
 
 def _depends_on(dependant: Dependant, call: Callable[..., Any]) -> bool:
     return any(d.call is call or _depends_on(d, call) for d in dependant.dependencies)
+
+
+def _check_json_media_type_if_any(request: Request) -> None:
+    """As ``_check_json_media_type``, for a route whose body may be left out: a request with
+    none (no Content-Length, or 0, and no chunks) takes the body's default."""
+    headers = request.headers
+    if headers.get("content-length", "0") == "0" and "transfer-encoding" not in headers:
+        return
+    _check_json_media_type(request)
 
 
 def _check_json_media_type(request: Request) -> None:

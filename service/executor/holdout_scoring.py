@@ -1,42 +1,22 @@
-"""Scoring saved models on a task's test data in a Ray worker (``trainers.holdout``): the
-service never imports the task's code, and only plain values come back (metrics as JSON, or an
-error as text)."""
+"""Scoring saved models on a task's test data in a worker of the pool (``trainers.holdout``):
+placed as a one-rank fold run is (warm workers reused, idle ones evicted when they hold the
+room), the service never imports the task's code, and only plain values come back (metrics as
+JSON, or an error as text)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import traceback
 from typing import Any
 
 import ray
 
-from service.executor.code_shipping import code_runtime_env
 from service.executor.failures import FoldFailed
-from service.executor.pool import TaskCode
+from service.executor.pool import TaskCode, WorkerPool
 from trainers.job import FoldJob
 
 
-@ray.remote(max_retries=0)
-def score_models(
-    task: str, options: dict[str, Any], models: list[bytes], batch_size: int, device: str
-) -> tuple[str, str]:
-    """("scores", ``trainers.holdout.score_saved_models`` as JSON) or ("error", why in one
-    line, then the traceback)."""
-    from trainers.holdout import score_saved_models
-
-    try:
-        scores = score_saved_models(task, options, models, batch_size=batch_size, device=device)
-        return "scores", json.dumps(scores)
-    except BaseException as exc:  # the user's code: its reason, as text
-        try:
-            line = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
-        except BaseException:
-            line = type(exc).__name__
-        return "error", f"{line}\n{traceback.format_exc()}"
-
-
-async def score_remotely(
+async def score_in_worker(
+    pool: WorkerPool,
     job: FoldJob,
     models: list[bytes],
     *,
@@ -45,26 +25,29 @@ async def score_remotely(
     gpus: float = 0.0,
 ) -> dict[str, Any]:
     """``{"ensemble": metrics, "members": [...]}`` of ``models`` (saved ``model.pt`` files of
-    ``job``'s task) on its test data, from a worker holding ``cpus`` and up to one GPU that
-    imports ``code``. ``FoldFailed`` says why it could not be scored (retryable when the
+    ``job``'s task) on its test data, from a one-rank worker group of ``cpus`` and ``gpus``
+    that imports ``code``. ``FoldFailed`` says why it could not be scored (retryable when the
     worker was lost)."""
-    options: dict[str, Any] = {"num_cpus": cpus, "num_gpus": min(gpus, 1.0)}
-    if code is not None:
-        options["runtime_env"] = await asyncio.to_thread(code_runtime_env, code.path)
-    device = "cuda" if gpus > 0 else "cpu"
-    batch = job.trainer.val_batch_size
-    ref = score_models.options(**options).remote(
-        job.task, job.trainer.options, models, batch, device
-    )
     try:
-        outcome, text = await ref
-    except asyncio.CancelledError:  # the study was deleted, or the service stops
-        ray.cancel(ref, force=True)
-        raise
+        group, _new = await pool.acquire((1, float(cpus), float(gpus)), code=code)
+    except ray.exceptions.RayError as exc:
+        raise FoldFailed(
+            f"Ray could not start a worker to score the models: {type(exc).__name__}",
+            retryable=not isinstance(exc, ray.exceptions.RuntimeEnvSetupError),
+        ) from exc
+    reusable = False
+    try:
+        outcome, text = await group.actors[0].score.remote(job, models)
+        reusable = True
     except ray.exceptions.RayError as exc:
         raise FoldFailed(
             f"the worker scoring the models was lost: {type(exc).__name__}", retryable=True
         ) from exc
+    finally:  # cancelled too: the group goes, with whatever it was doing
+        if reusable:
+            pool.release(group)
+        else:
+            pool.discard(group)
     if outcome != "scores":
         line, _, trace = text.partition("\n")
         raise FoldFailed(line, trace)

@@ -24,7 +24,7 @@ from service.artifact_store import ArtifactStore
 from service.cluster_fit import NodeCapacity
 from service.executor.code_shipping import task_module_paths
 from service.executor.failures import FoldFailed, fold_failure, is_root_cause
-from service.executor.holdout_scoring import score_remotely
+from service.executor.holdout_scoring import score_in_worker
 from service.executor.pool import TaskCode, WorkerGroup, WorkerPool
 from service.executor.ray_init import init_ray
 from service.metrics import FOLD_QUEUE_WAIT
@@ -375,7 +375,7 @@ class RayExecutor:
         """The hold-out score of ``models`` (saved ``model.pt`` files of ``job``'s task) on the
         task's test data, in a worker with the job's task code (``holdout_scoring``)."""
         code = await self._task_code(job)
-        return await score_remotely(job, models, code=code, cpus=cpus, gpus=gpus)
+        return await score_in_worker(self.pool, job, models, code=code, cpus=cpus, gpus=gpus)
 
     async def describe_capacity(self, *, gpus: bool = False) -> str:
         """What Ray says it can place, in words: free CPUs (and GPUs, when the cluster has some

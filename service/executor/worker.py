@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import traceback
 from collections.abc import Iterator
 from typing import Any
 
@@ -111,6 +112,28 @@ class DDPWorker:
         finally:
             self._stops.discard(run_key)
             self._runs.pop(run_key, None)
+
+    def score(self, job: FoldJob, models: list[bytes]) -> tuple[str, str]:
+        """("scores", the hold-out score of ``models`` on ``job``'s task's test data as JSON,
+        ``trainers.holdout``) or ("error", why in one line, then the traceback): only plain
+        values go back, never an exception of the user's own class."""
+        from trainers.holdout import score_saved_models
+
+        try:
+            scores = score_saved_models(
+                job.task,
+                job.trainer.options,
+                models,
+                batch_size=job.trainer.val_batch_size,
+                device=self._device(job),
+            )
+            return "scores", json.dumps(scores)
+        except BaseException as exc:  # the user's code: its reason, as text
+            try:
+                line = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+            except BaseException:
+                line = type(exc).__name__
+            return "error", f"{line}\n{traceback.format_exc()}"
 
     def _load(self, job: FoldJob) -> Any:
         """The task's data, cached per (task, options); only the latest few stay in memory."""

@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from foldwise.schemas import StudyStatus
+from service.db.models import StudyRow
 from tests.service.conftest import signed_in_client
 from tests.service.study_specs import study_spec
 
@@ -115,3 +117,28 @@ def test_bad_request_bodies_are_refused_at_their_field(api, path, body, loc) -> 
     response = api.post(f"/studies/{study['id']}/{path}", json=body)
     assert response.status_code == 422, response.text
     assert response.json()["detail"][0]["loc"] == loc
+
+
+def test_a_post_with_no_body_takes_the_defaults_and_another_media_type_is_a_415(api) -> None:
+    study = api.post("/studies", json=_spec()).json()
+    bare = api.post(f"/studies/{study['id']}/holdout")  # no body, no Content-Type
+    assert bare.status_code == 409 and "is queued" in bare.json()["detail"]
+    text = api.post(
+        f"/studies/{study['id']}/refits", content=b"{}", headers={"Content-Type": "text/plain"}
+    )
+    assert text.status_code == 415
+
+
+def test_an_ended_study_with_no_completed_trial_has_nothing_to_score(api) -> None:
+    spec = _spec()
+    spec["trainer"]["options"] = {"test_fraction": 0.25}
+    study = api.post("/studies", json=spec).json()
+    with api.app.state.sessions.begin() as session:
+        session.get(StudyRow, study["id"]).status = StudyStatus.STOPPED
+    for path in ("holdout", "refits"):
+        response = api.post(f"/studies/{study['id']}/{path}")
+        assert response.status_code == 409, response.text
+        assert response.json()["detail"] == (
+            f"study {study['id']} has no completed trial to score"
+        )
+    assert api.get(f"/studies/{study['id']}").json()["holdout"] is None  # nothing stored

@@ -36,7 +36,7 @@ router = APIRouter(
     "/holdout",
     response_model=schemas.Study,
     status_code=status.HTTP_202_ACCEPTED,
-    responses=documented(409),
+    responses=documented(400, 409, 413, 415),
 )
 async def request_holdout(
     study_id: StudyId,

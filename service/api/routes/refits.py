@@ -50,7 +50,7 @@ RefitNumber = Annotated[
     "",
     response_model=schemas.Refit,
     status_code=status.HTTP_202_ACCEPTED,
-    responses=documented(409),
+    responses=documented(400, 409, 413, 415),
 )
 async def request_refit(
     study_id: StudyId,
