@@ -38,7 +38,11 @@ class HoldoutRefused(ValueError):
 
 
 class NothingToScore(HoldoutRefused):
-    """The study has no completed trial: there is nothing to score or refit yet."""
+    """The study has no completed trial, or the one named is not: nothing to score or refit."""
+
+
+class NoSuchTrial(HoldoutRefused):
+    """The trial named is not one of the study's."""
 
 
 def create_refit(session: Session, study_id: int, trial_number: int, epochs: int) -> RefitRow:
@@ -208,9 +212,9 @@ def scored_trial(session: Session, study: StudyRow, number: int | None) -> Trial
         select(TrialRow).where(TrialRow.study_id == study.id, TrialRow.number == number)
     )
     if trial is None:
-        raise HoldoutRefused(f"study {study.id} has no trial {number}")
+        raise NoSuchTrial(f"study {study.id} has no trial {number}")
     if trial.status is not TrialStatus.COMPLETED:
-        raise HoldoutRefused(
+        raise NothingToScore(
             f"trial {number} is {trial.status}: only a completed trial has a model of every fold"
         )
     return trial

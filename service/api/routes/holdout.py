@@ -65,6 +65,8 @@ async def request_holdout(
             holdout_repo.queue_holdout(
                 session, study, spec, score=score, trial_number=request.trial, epochs=epochs
             )
+        except refit_repo.NoSuchTrial as exc:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from exc
         except refit_repo.NothingToScore as exc:
             raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from exc
         except refit_repo.HoldoutRefused as exc:

@@ -71,6 +71,8 @@ async def request_refit(
             trial = refit_repo.scored_trial(session, study, request.trial)
             spec = study_repo.stored_spec(study)
             refit = refit_repo.queue_refit(session, study, spec, trial, epochs=request.epochs)
+        except refit_repo.NoSuchTrial as exc:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from exc
         except refit_repo.NothingToScore as exc:
             raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from exc
         except refit_repo.HoldoutRefused as exc:
