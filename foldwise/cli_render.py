@@ -358,6 +358,8 @@ def holdout_text(result: schemas.Holdout) -> str:
         cv = f"{objective.cv:.4g}"
         if objective.cv_std_error is not None:
             cv += f" ± {objective.cv_std_error:.2g}"
+        if objective.folds is not None:  # the same models, on data none of them saw
+            cv += f" (its fold models on the test data: {objective.folds:.4g})"
         parts.append(f"CV {objective.metric} {cv}")
     return "; ".join(parts)
 

@@ -135,6 +135,11 @@ class HoldoutObjective(_Out):
     )
     cv: float | None = Field(None, description="The trial's cross-validated value (fold mean)")
     cv_std_error: float | None = None
+    folds: float | None = Field(
+        None,
+        description="The mean of the fold models' own test scores: the models the CV value "
+        "rests on, on data none saw (the difference is the CV value's selection bias)",
+    )
     ensemble: float | None = None
     refit: float | None = None
 
@@ -151,6 +156,9 @@ class Holdout(_Out):
     finished_at: datetime | None = None
     ensemble: dict[str, float] | None = Field(
         None, description="Metrics of the mean of the trial's fold models' predictions"
+    )
+    folds: dict[str, float] | None = Field(
+        None, description="The mean of each fold model's own metrics on the test data"
     )
     refit: dict[str, float] | None = Field(
         None, description="Metrics of the model refit on all the training data"

@@ -179,7 +179,7 @@ class HoldoutRunner:
         model = await asyncio.to_thread(store.read, key)
         if model is None:
             raise HoldoutFailed("the refit ended without saving its model (ctx.save_model)")
-        return await self._score_models(study, job, [model])
+        return (await self._score_models(study, job, [model]))["ensemble"]
 
     async def _start_attempt(self, number: int) -> tuple[int, int, dict[str, Any], int]:
         """Mark the refit running (a new attempt when it ran before); (attempt, trial number,
@@ -212,17 +212,19 @@ class HoldoutRunner:
         except (FoldFailed, HoldoutFailed, refit_repo.HoldoutRefused) as exc:
             await self._end_score(JobStatus.FAILED, error=_message(exc))
             return
-        found: dict[str, Any] = {"ensemble": None, "refit": None}
+        found: dict[str, Any] = {"ensemble": None, "folds": None, "refit": None}
         errors = []
-        halves = [("ensemble", self._ensemble), ("refit", self._refit_score)]
-        for name, compute in halves:
-            if asked.score not in (name, "both"):
-                continue
+        if asked.score in ("ensemble", "both"):
             try:
-                found[name] = await compute(study, asked)
+                found.update(await self._ensemble(study, asked))
             except (FoldFailed, HoldoutFailed) as exc:
-                errors.append(f"{name}: {_message(exc)}")
-        objective = holdout_objective(study.spec, asked, found["ensemble"], found["refit"])
+                errors.append(f"ensemble: {_message(exc)}")
+        if asked.score in ("refit", "both"):
+            try:
+                found["refit"] = await self._refit_score(study, asked)
+            except (FoldFailed, HoldoutFailed) as exc:
+                errors.append(f"refit: {_message(exc)}")
+        objective = holdout_objective(study.spec, asked, found)
         status = JobStatus.COMPLETED if any(found.values()) else JobStatus.FAILED
         error = "; ".join(errors) or None
         await self._end_score(status, objective=objective, error=error, **found)
@@ -252,7 +254,8 @@ class HoldoutRunner:
     async def _end_score(self, status: JobStatus, **fields: Any) -> None:
         await self._write(lambda s: holdout_repo.set_holdout(self._study(s), status, **fields))
 
-    async def _ensemble(self, study: _Study, asked: _ScoreAsked) -> dict[str, float]:
+    async def _ensemble(self, study: _Study, asked: _ScoreAsked) -> dict[str, Any]:
+        """The fold models' ensemble score and the mean of their own scores."""
         if self.store.artifact_dir is None:
             raise HoldoutFailed("the service keeps no artifacts: the fold models are gone")
         missing = sorted(set(range(study.spec.fold_count)) - set(asked.folds))
@@ -266,7 +269,8 @@ class HoldoutRunner:
         if any(model is None for model in models):
             raise HoldoutFailed(f"the artifact store lost a fold model of trial {asked.trial}")
         job = FoldJob.from_spec(study.spec, params=asked.params, fold=0, code_hash=study.code_hash)
-        return await self._score_models(study, job, [m for m in models if m is not None])
+        scores = await self._score_models(study, job, [m for m in models if m is not None])
+        return {"ensemble": scores["ensemble"], "folds": _mean_metrics(scores["members"])}
 
     async def _refit_score(self, study: _Study, asked: _ScoreAsked) -> dict[str, float]:
         """The score of the refit the request waited for: as its end recorded it, or made now
@@ -283,15 +287,15 @@ class HoldoutRunner:
 
     async def _score_models(
         self, study: _Study, job: FoldJob, models: list[bytes]
-    ) -> dict[str, float]:
-        """The ensemble metrics of ``models``, from a worker (tried again if it was lost)."""
+    ) -> dict[str, Any]:
+        """``{"ensemble": metrics, "members": [metrics of each model]}`` of ``models``, from a
+        worker (tried again if it was lost)."""
         resources = study.spec.resources
         for attempt in range(SCORE_TRIES):
             try:
-                scores = await self.executor.score_models(
+                return await self.executor.score_models(
                     job, models, cpus=resources.cpus_per_worker, gpus=resources.gpus_per_worker
                 )
-                return scores["ensemble"]
             except FoldFailed as exc:
                 if not exc.retryable or attempt + 1 == SCORE_TRIES:
                     raise
@@ -360,25 +364,32 @@ def _message(exc: BaseException) -> str:
 
 
 def holdout_objective(
-    spec: StudySpec,
-    asked: _ScoreAsked,
-    ensemble: dict[str, float] | None,
-    refit: dict[str, float] | None,
+    spec: StudySpec, asked: _ScoreAsked, found: dict[str, Any]
 ) -> dict[str, Any] | None:
     """The study's objective on the test data beside its CV value, when the score has a metric
-    of its name without ``val_`` (``val_loss``: ``loss``); None otherwise."""
+    of its name without ``val_`` (``val_loss``: ``loss``); None otherwise. ``folds`` is the
+    mean of the fold models' own scores: the models the CV value rests on, on data none of
+    them saw."""
     metric = spec.objective.metric
     test_metric = metric.removeprefix("val_")
-    found = [m for m in (ensemble, refit) if m is not None and test_metric in m]
-    if not found:
+    scored = {name: found.get(name) for name in ("ensemble", "folds", "refit")}
+    if not any(m is not None and test_metric in m for m in scored.values()):
         return None
     return {
         "metric": metric,
         "test_metric": test_metric,
         "cv": asked.value,
         "cv_std_error": asked.std_error,
-        "ensemble": None if ensemble is None else ensemble.get(test_metric),
-        "refit": None if refit is None else refit.get(test_metric),
+        **{name: None if m is None else m.get(test_metric) for name, m in scored.items()},
+    }
+
+
+def _mean_metrics(members: list[dict[str, float]]) -> dict[str, float]:
+    """Each metric's mean over the models that report it."""
+    names = dict.fromkeys(name for metrics in members for name in metrics)
+    return {
+        name: sum(m[name] for m in members if name in m) / sum(1 for m in members if name in m)
+        for name in names
     }
 
 

@@ -80,10 +80,16 @@ def test_the_best_trial_is_scored_on_the_test_data_as_the_models_say(
         f"study{study.id}-trial{best.number}-fold{k}-model.pt" for k in range(3)
     ]
     X, y = digits_mlp.load_test_data(OPTIONS)
-    ensemble = _metrics(np.mean([_predictions(p, X) for p in folds], axis=0), y)
+    members = [_predictions(p, X) for p in folds]
+    ensemble = _metrics(np.mean(members, axis=0), y)
     assert holdout.ensemble is not None and holdout.refit is not None
     for name, value in ensemble.items():
         assert holdout.ensemble[name] == pytest.approx(value, abs=1e-5)
+    # each fold model alone, as the CV value rests on them: their mean score
+    assert holdout.folds is not None
+    for name in ("loss", "accuracy"):
+        alone = np.mean([_metrics(m, y)[name] for m in members])
+        assert holdout.folds[name] == pytest.approx(alone, abs=1e-5)
     [refit_path] = [p for p in paths if "-refit" in p.name]
     assert refit_path.name == f"study{study.id}-trial{best.number}-refit{refit.number}-model.pt"
     for name, value in _metrics(_predictions(refit_path, X), y).items():
@@ -100,6 +106,7 @@ def test_the_best_trial_is_scored_on_the_test_data_as_the_models_say(
     )
     assert objective.cv == pytest.approx(best.value)
     assert objective.ensemble == holdout.ensemble["loss"]
+    assert objective.folds == holdout.folds["loss"]
     assert holdout.ensemble["accuracy"] > 0.8  # an MLP on digits, four epochs
 
 

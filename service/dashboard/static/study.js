@@ -72,6 +72,9 @@ function holdoutText(study) {
     lines.push(el("div", { class: "sub", text: `${name}: ${shown}` }));
   }
   const head = o ? `test ${o.test_metric} ${[o.ensemble, o.refit].filter((v) => v !== null && v !== undefined).map((v) => fmtValueSe(v, null)).join(" / ")} · CV ${fmtValueSe(o.cv, o.cv_std_error)}` : "scored";
+  if (o && o.folds !== null && o.folds !== undefined) {
+    lines.push(el("div", { class: "sub", text: `fold models on the test data: ${o.test_metric} ${fmtValueSe(o.folds, null)} (CV ${fmtValueSe(o.cv, null)})` }));
+  }
   return el("span", {}, head, ...lines);
 }
 
