@@ -28,14 +28,16 @@ import httpx
 import uvicorn
 from sqlalchemy import Connection, Engine, insert, select
 
-from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
+from foldwise.schemas import FoldStatus, Role, StudyStatus, TrialStatus
 from foldwise.spec import StudySpec
+from service.api.auth import CSRF_COOKIE, TOKEN_COOKIE
 from service.app import create_app
 from service.config import Settings
 from service.db import studies as study_repo
 from service.db.engine import make_engine, make_session_factory
 from service.db.models import EpochMetricRow, FoldRunRow, TrialRow
 from service.db.schema import upgrade_database
+from service.token_admin import create_token
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -319,9 +321,10 @@ def serve(app: Any) -> Iterator[str]:
         thread.join(timeout=30)
 
 
-def time_api(base: str, study_id: int, repeats: int) -> list[tuple[str, float, int]]:
+def time_api(base: str, study_id: int, repeats: int, token: str) -> list[tuple[str, float, int]]:
     """Median wall time and response size of each request the dashboard makes."""
-    with httpx.Client(base_url=base, timeout=60) as client:
+    headers = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=base, timeout=60, headers=headers) as client:
         history = client.get(f"/studies/{study_id}/insights/history").json()
         curves = client.get(f"/studies/{study_id}/insights/curves").json()
         best = client.get(f"/studies/{study_id}").json()["best_trial"]["number"]
@@ -357,13 +360,29 @@ def _time_get(client: httpx.Client, path: str, repeats: int) -> tuple[str, float
 VIEWPORT = {"width": 1400, "height": 900}
 
 
-def time_pages(base: str, study_id: int, repeats: int) -> list[tuple[str, float]]:
+def signed_in_context(browser: Any, base: str, token: str, **options: Any) -> Any:
+    """A browser context with the cookies the dashboard's sign-in page gives (the token, a CSRF
+    token)."""
+    context = browser.new_context(base_url=base, **options)
+    context.add_cookies(
+        [
+            {"name": TOKEN_COOKIE, "value": token, "url": base, "httpOnly": True},
+            {"name": CSRF_COOKIE, "value": "benchmark-csrf-token", "url": base},
+        ]
+    )
+    return context
+
+
+def time_pages(base: str, study_id: int, repeats: int, token: str) -> list[tuple[str, float]]:
     """Chromium: from navigation until every plot has drawn (``body[data-ready]``)."""
     from playwright.sync_api import sync_playwright
 
     rows: list[tuple[str, float]] = []
     with sync_playwright() as playwright:
-        best = httpx.get(f"{base}/studies/{study_id}").json()["best_trial"]["number"]
+        study = httpx.get(
+            f"{base}/studies/{study_id}", headers={"Authorization": f"Bearer {token}"}
+        )
+        best = study.raise_for_status().json()["best_trial"]["number"]
         pages = {
             "studies page": "/dashboard",
             "study page": f"/dashboard/studies/{study_id}",
@@ -372,21 +391,21 @@ def time_pages(base: str, study_id: int, repeats: int) -> list[tuple[str, float]
         launched = []
         for _ in range(3):  # the first page a just-started browser opens: its own start-up too
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport=VIEWPORT, base_url=base)
+            page = signed_in_context(browser, base, token, viewport=VIEWPORT).new_page()
             launched.append(_load(page, pages["study page"]))
             browser.close()
         rows.append(
             ("study page, first page of a just-started browser", statistics.median(launched))
         )
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport=VIEWPORT, base_url=base)
+        page = signed_in_context(browser, base, token, viewport=VIEWPORT).new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         _load(page, pages["studies page"])  # the browser itself warm, as a user's is
         rows.append(
             (
                 "study page, first visit (empty cache)",
-                _first_visit(browser, base, pages["study page"], repeats),
+                _first_visit(browser, base, token, pages["study page"], repeats),
             )
         )
         for name, path in pages.items():
@@ -402,11 +421,11 @@ def time_pages(base: str, study_id: int, repeats: int) -> list[tuple[str, float]
     return rows
 
 
-def _first_visit(browser: Any, base: str, path: str, repeats: int) -> float:
+def _first_visit(browser: Any, base: str, token: str, path: str, repeats: int) -> float:
     """Median study-page load in fresh contexts (empty HTTP cache, nothing compiled)."""
     times = []
     for _ in range(repeats):
-        context = browser.new_context(viewport=VIEWPORT, base_url=base)
+        context = signed_in_context(browser, base, token, viewport=VIEWPORT)
         times.append(_load(context.new_page(), path))
         context.close()
     return statistics.median(times)
@@ -446,6 +465,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         url = args.database_url or f"sqlite:///{Path(tmp) / 'scale.db'}"
         upgrade_database(url)
+        token = create_token(url, "dashboard-scale", Role.ADMIN, replace=True)
         engine = make_engine(url)
         started = time.perf_counter()
         study_id = fill_study(
@@ -459,8 +479,8 @@ def main() -> None:
         engine.dispose()
         app = create_app(Settings(database_url=url, scheduler_enabled=False))
         with serve(app) as base:
-            api_rows = time_api(base, study_id, args.repeats)
-            page_rows = time_pages(base, study_id, args.repeats)
+            api_rows = time_api(base, study_id, args.repeats, token)
+            page_rows = time_pages(base, study_id, args.repeats, token)
     _report(args, url, filled, api_rows, page_rows)
 
 
