@@ -27,6 +27,7 @@ from service.executor.failures import FoldFailed, fold_failure, is_root_cause
 from service.executor.holdout_scoring import score_in_worker
 from service.executor.pool import TaskCode, WorkerGroup, WorkerPool
 from service.executor.ray_init import init_ray
+from service.executor.ray_reaper import RayReaper, local_raylet_pid, start_ray_reaper
 from service.metrics import FOLD_QUEUE_WAIT
 from service.task_code import CodeCache, TaskCodeError
 from trainers.job import FoldJob, trained_seconds
@@ -108,6 +109,8 @@ class RayExecutor:
         self.pool = WorkerPool(max_idle_groups=max_idle_groups)
         self.last_run_stats: FoldRunStats | None = None
         self._owns_ray = False
+        self._reaper: RayReaper | None = None
+        """Takes a local Ray's agents with the service if the service is killed."""
         self._capacity: tuple[float, dict[str, Any]] | None = None
         """When ``describe_capacity`` last asked Ray, and its answer."""
 
@@ -139,6 +142,8 @@ class RayExecutor:
                 f"within {CONNECT_TIMEOUT_S:.0f} s (wrong auth token?)"
             ) from err
         self._owns_ray = True
+        if not self.address and (raylet := local_raylet_pid()) is not None:
+            self._reaper = start_ray_reaper(raylet)
 
     async def run_fold(
         self,
@@ -419,6 +424,9 @@ class RayExecutor:
         if self._owns_ray:
             await asyncio.to_thread(ray.shutdown)
             self._owns_ray = False
+        if self._reaper is not None:
+            await asyncio.to_thread(self._reaper.release)
+            self._reaper = None
 
     def runtime_env(self) -> dict[str, Any]:
         """The job's runtime environment: the task modules' code as `py_modules` (a group
