@@ -124,8 +124,8 @@ def serve(
         fail(str(exc))
     _log_service_events()
     logging.getLogger("foldwise").info("listening on http://%s:%d", settings.host, settings.port)
-    # uvicorn stops gracefully on SIGTERM, then raises it again under the handler it found:
-    # this one makes that a clean exit (0), as a stop on Ctrl-C already is.
+    # The server takes SIGTERM and SIGINT once it runs (one graceful stop, exit 0); a SIGTERM
+    # before that is a clean exit too.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     serve(create_app, settings, listener)
 

@@ -16,23 +16,28 @@ token=$("$bin/foldwise" --url "$url" token create local-admin --role admin --rep
 
 "$bin/foldwise" serve --host "$host" --port "$port" &
 server=$!
-# One SIGINT only: a second one makes uvicorn quit at once, mid-shutdown, with a traceback.
 stop_server() {
-  if kill -0 "$server" 2>/dev/null; then kill -INT "$server" 2>/dev/null || true; fi
+  if kill -0 "$server" 2>/dev/null; then kill -TERM "$server" 2>/dev/null || true; fi
   wait "$server" 2>/dev/null || true
 }
-# Ctrl-C reaches the whole process group, the server included: let it shut down by itself, and
-# signal it only if it is still up after 30 s (an INT sent to this script alone).
-on_interrupt() {
+# Ctrl-C, or a SIGTERM to the process group (a supervisor, `kill -- -PGID`), reaches the server
+# too: let it stop by itself, and signal it only if it is still up after 30 s (a signal sent to
+# this script alone). A signal it gets while it stops is only noted, never a second stop. A
+# SIGTERM ends the script as the server ended (0: a clean stop), Ctrl-C as an interrupt (130).
+wait_for_server() {  # $1: the script's exit status, or "server" for the server's own
   for _ in $(seq 1 60); do
-    kill -0 "$server" 2>/dev/null || exit 130
+    kill -0 "$server" 2>/dev/null || break
     sleep 0.5
   done
-  exit 130
+  if kill -0 "$server" 2>/dev/null; then kill -TERM "$server" 2>/dev/null || true; fi
+  status=0
+  wait "$server" 2>/dev/null || status=$?
+  if [ "$1" = server ]; then exit "$status"; fi
+  exit "$1"
 }
 trap stop_server EXIT
-trap on_interrupt INT
-trap 'exit 143' TERM
+trap 'wait_for_server 130' INT
+trap 'wait_for_server server' TERM
 
 for _ in $(seq 1 120); do
   if "$bin/python" -c "import httpx,sys; httpx.get('$url/health', timeout=2).raise_for_status()" \
