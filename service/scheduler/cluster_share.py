@@ -112,6 +112,24 @@ class ClusterShare:
             + f" are free{held}"
         )
 
+    def unrunnable(self, study_id: int) -> str | None:
+        """Why none of the study's fold runs can run on the cluster as it is now (its alive
+        nodes, in all, hold less than one fold run needs: its last worker node died), in
+        words, or None. Ray places them once a node joins."""
+        me = self._claims.get(study_id)
+        if me is None or self.cpus is None:
+            return None
+        if me.cpus <= self.cpus + EPS and me.gpus <= self.gpus + EPS:
+            return None
+        held = f"{self.cpus:g} CPU{'' if self.cpus == 1 else 's'}"
+        if self.gpus or me.gpus:
+            held += f" and {self.gpus:g} GPU{'' if self.gpus == 1 else 's'}"
+        return (
+            f"no alive node can run its folds: the cluster's alive nodes hold {held} in all "
+            f"and a fold run needs {fold_needs(me.cpus, me.gpus)}; it goes on when a node "
+            "joins (see GET /health)"
+        )
+
     def _free(self) -> tuple[float, float]:
         assert self.cpus is not None
         cpus = self.cpus - sum(c.running * c.cpus for c in self._claims.values())

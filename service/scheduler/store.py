@@ -299,7 +299,7 @@ class SchedulerStore:
             if study is not None:
                 study.waiting = reason
 
-        await self.write(study_id, work, trials=False)
+        await self.write(study_id, work)  # the study's own answer shows it: a new revision
 
     async def close_fold_runs(
         self, study_id: int, fold_run_ids: list[int], status: FoldStatus, error: str | None

@@ -236,7 +236,8 @@ class StudyRunner:
 
     async def _start_folds(self) -> None:
         """Give free slots to the folds that may start, oldest trial first, as far as the
-        cluster's share allows; say so when ready folds wait with nothing running."""
+        cluster's share allows; say why in ``waiting`` when no alive node can run a fold, when
+        ready folds wait with nothing running, or when Ray has not placed a fold's workers."""
         context = self.context
         assert context is not None, "the study has not started"
         spec = context.spec
@@ -256,7 +257,9 @@ class StudyRunner:
             self.folds[task] = (trial, fold_task)
         self._meter()
         waiting = None
-        if self.share is not None and allowed < len(ready) and not self.folds:
+        if self.share is not None and (ready or self.folds):
+            waiting = self.share.unrunnable(self.study_id)
+        if waiting is None and self.share is not None and allowed < len(ready) and not self.folds:
             waiting = self.share.explain(self.study_id)
         if waiting is None:
             waiting = await self._placement_waiting()

@@ -254,3 +254,50 @@ def test_a_lost_node_costs_a_retry_from_the_checkpoint_and_nothing_else(
         assert trial["status"] == "completed" and trial["value_folds"] == 2
         survivors = {node.name for node in cluster.nodes if node.alive()}
         assert survivors == {"head", "node_a", "node_b", "node_c"} - {lost_node}
+
+
+def test_a_study_whose_last_worker_node_died_says_so_and_resumes_when_one_joins(
+    cluster: LoopbackCluster, service: LiveService
+) -> None:
+    """Every worker node SIGKILLed mid-study (the head has no CPUs): the study says in
+    ``waiting`` that no alive node can run its folds, and goes on when a node joins."""
+    spec = _spec(
+        "last-node-loss",
+        0.1,
+        budget={"trials": 2},
+        parallel={"trial_groups": 1, "folds": 2, "workers_per_fold": 2},
+        trainer={
+            "task": "labtasks.clusterfit",
+            "epochs": 6,
+            "batch_size": 32,
+            "checkpoint_every": 1,
+            "retries": 3,
+        },
+    )
+    with service.http() as http:
+        study_id = _submit(http, spec)
+        _until(
+            lambda: any(len(r["epochs"]) >= 1 for r in _fold_runs(http, study_id)),
+            180,
+            "a fold run with an epoch",
+            service,
+        )
+        for node in cluster.nodes:
+            if node.name != "head" and node.alive():
+                node.kill()
+        killed_at = time.monotonic()
+
+        def waiting() -> str | None:
+            study = http.get(f"/studies/{study_id}").json()
+            assert study["status"] == "running", study
+            return study["waiting"]
+
+        said = _until(
+            lambda: "no alive node" in (w := waiting() or "") and w, 240, "no node", service
+        )
+        print(f"\n{time.monotonic() - killed_at:.0f} s after the kill, waiting: {said}")
+        assert "hold 0 CPUs in all and a fold run needs 2 CPUs" in said, said
+        cluster.add_worker("d")
+        study = _until(lambda: _finished(http, study_id), 240, "the study's end", service)
+        assert study["status"] == "completed", study
+        assert study["waiting"] is None, study

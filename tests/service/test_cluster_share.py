@@ -111,3 +111,18 @@ def test_unknown_capacity_holds_nothing_back_and_leaving_wakes_the_waiting() -> 
     share.leave(1)
     assert woken == [2]
     assert share.grant(2, running=0, ready=1) == 1
+
+
+def test_a_cluster_that_lost_its_last_worker_node_says_no_node_can_run_the_folds() -> None:
+    share = ClusterShare()
+    share.set_capacity([NodeCapacity(cpus=2, gpus=0), NodeCapacity(cpus=2, gpus=0)])
+    share.join(1, cpus=2, gpus=0, priority=1, wake=lambda: None)
+    assert share.unrunnable(1) is None
+    share.set_capacity([NodeCapacity(cpus=0, gpus=0)])  # the head alone: it holds no CPUs
+    said = share.unrunnable(1)
+    assert said is not None and said.startswith("no alive node can run its folds"), said
+    assert "hold 0 CPUs in all and a fold run needs 2 CPUs" in said, said
+    assert share.grant(1, running=0, ready=2) == 0
+    share.set_capacity([NodeCapacity(cpus=0, gpus=0), NodeCapacity(cpus=2, gpus=0)])  # joined
+    assert share.unrunnable(1) is None
+    assert share.grant(1, running=0, ready=2) == 1

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from fastapi.testclient import TestClient
 
-from foldwise.schemas import TrialStatus
+from foldwise.schemas import StudyStatus, TrialStatus
 from service.api.conditional import ENTRY_OVERHEAD, ReadCache, etag_matches, names_any
 from service.db import fold_runs as fold_repo
 from service.db import studies as study_repo
 from service.db import trials as trial_repo
+from service.scheduler.store import SchedulerStore
 from tests.service.study_specs import study_spec
 from trainers.report import EpochReport
 
@@ -64,6 +67,24 @@ def test_epochs_change_a_trial_and_the_curves_but_not_the_study_summary(api: Tes
     after = {url: api.get(url, headers={"If-None-Match": before[url]}) for url in urls}
     assert [after[url].status_code for url in urls] == [304, 304, 200, 200]
     assert after[urls[2]].json()["folds"][0]["epochs"][0]["metrics"]["val_loss"] == 0.3
+
+
+def test_what_the_scheduler_says_in_waiting_reaches_a_cached_study(api: TestClient) -> None:
+    """``waiting`` is the study's own field: the scheduler's word changes the study's answer
+    (a study that lost its last node said nothing for minutes while its answer was cached)."""
+    study_id = api.post("/studies", json=study_spec()).json()["id"]
+    url = f"/studies/{study_id}"
+    assert api.get(url).json()["waiting"] is None  # cached at this revision
+    with api.app.state.sessions.begin() as session:  # running, as a scheduler begins it
+        study_repo.get_study(session, study_id).status = StudyStatus.RUNNING
+        study_repo.touch_study(session, study_id)
+    etag = api.get(url).headers["etag"]
+    store = SchedulerStore(api.app.state.db)
+    asyncio.run(store.set_waiting(study_id, "no alive node can run its folds"))
+    answer = api.get(url, headers={"If-None-Match": etag})
+    assert answer.status_code == 200 and answer.json()["waiting"] == (
+        "no alive node can run its folds"
+    )
 
 
 def test_cached_answers_are_never_stale(api: TestClient) -> None:
