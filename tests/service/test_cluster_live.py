@@ -107,6 +107,23 @@ def _spec(name: str, delay: float, **overrides: Any) -> dict[str, Any]:
     )
 
 
+def _node_loss_spec(name: str, *, trials: int, epochs: int, retries: int) -> dict[str, Any]:
+    """Folds of 2 workers that checkpoint every epoch and are retried when a node is lost."""
+    return _spec(
+        name,
+        0.1,
+        budget={"trials": trials},
+        parallel={"trial_groups": 1, "folds": 2, "workers_per_fold": 2},
+        trainer={
+            "task": "labtasks.clusterfit",
+            "epochs": epochs,
+            "batch_size": 32,
+            "checkpoint_every": 1,
+            "retries": retries,
+        },
+    )
+
+
 def _submit(http: httpx.Client, spec: dict[str, Any]) -> int:
     response = http.post("/studies", json=spec)
     assert response.status_code == 201, response.text
@@ -211,19 +228,7 @@ def test_a_lost_node_costs_a_retry_from_the_checkpoint_and_nothing_else(
     cluster.add_worker("c")  # room for the retry once a node is gone
     nodes = cluster.node_ids()
     names = {node_id: name for name, node_id in nodes.items()}
-    spec = _spec(
-        "node-loss",
-        0.1,
-        budget={"trials": 1},
-        parallel={"trial_groups": 1, "folds": 2, "workers_per_fold": 2},
-        trainer={
-            "task": "labtasks.clusterfit",
-            "epochs": 8,
-            "batch_size": 32,
-            "checkpoint_every": 1,
-            "retries": 2,
-        },
-    )
+    spec = _node_loss_spec("node-loss", trials=1, epochs=8, retries=2)
     with service.http() as http:
         study_id = _submit(http, spec)
 
@@ -261,19 +266,7 @@ def test_a_study_whose_last_worker_node_died_says_so_and_resumes_when_one_joins(
 ) -> None:
     """Every worker node SIGKILLed mid-study (the head has no CPUs): the study says in
     ``waiting`` that no alive node can run its folds, and goes on when a node joins."""
-    spec = _spec(
-        "last-node-loss",
-        0.1,
-        budget={"trials": 2},
-        parallel={"trial_groups": 1, "folds": 2, "workers_per_fold": 2},
-        trainer={
-            "task": "labtasks.clusterfit",
-            "epochs": 6,
-            "batch_size": 32,
-            "checkpoint_every": 1,
-            "retries": 3,
-        },
-    )
+    spec = _node_loss_spec("last-node-loss", trials=2, epochs=6, retries=3)
     with service.http() as http:
         study_id = _submit(http, spec)
         _until(
