@@ -143,7 +143,10 @@ class RayExecutor:
             ) from err
         self._owns_ray = True
         if not self.address and (raylet := local_raylet_pid()) is not None:
-            self._reaper = start_ray_reaper(raylet)
+            try:
+                self._reaper = start_ray_reaper(raylet)
+            except OSError as exc:  # the raylet is gone already: Ray says why on its first use
+                log.warning("no watchdog for the local Ray: %s", exc)
 
     async def run_fold(
         self,
