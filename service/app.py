@@ -16,7 +16,6 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp
 
 from service.api.auth import TokenCache, get_principal
-from service.api.conditional import ReadCache
 from service.api.deps import check_query_once
 from service.api.errors import (
     documented,
@@ -24,6 +23,7 @@ from service.api.errors import (
     validation_error_handler,
 )
 from service.api.http_rules import ErrorsAsJson, HeadAsGet, HttpRules
+from service.api.read_cache import ReadCache
 from service.api.routes import (
     artifacts,
     exports,

@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from foldwise.schemas import StudyStatus, TrialStatus
-from service.api.conditional import ENTRY_OVERHEAD, ReadCache, etag_matches, names_any
+from service.api.read_cache import ENTRY_OVERHEAD, ReadCache, etag_matches, names_any
 from service.db import fold_runs as fold_repo
 from service.db import studies as study_repo
 from service.db import trials as trial_repo

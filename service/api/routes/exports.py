@@ -14,7 +14,6 @@ from sqlalchemy.orm import Session
 
 from foldwise.schemas import TrialStatus
 from foldwise.trials_csv import csv_header, csv_rows
-from service.api.conditional import NOT_MODIFIED, ReadsDep, not_modified
 from service.api.deps import (
     DbDep,
     StudyId,
@@ -24,6 +23,7 @@ from service.api.deps import (
     trial_sort_options,
 )
 from service.api.errors import documented
+from service.api.read_cache import NOT_MODIFIED, ReadsDep, not_modified
 from service.db import studies as study_repo
 from service.db import trials as trial_repo
 from service.db.engine import SessionRunner

@@ -13,9 +13,9 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
-from service.api.conditional import ReadsDep, conditional
 from service.api.deps import MAX_ID, StudyId, UtcDatetime, decimal_int, study_or_404
 from service.api.errors import documented
+from service.api.read_cache import ReadsDep, conditional
 from service.db import insights
 from service.db import studies as study_repo
 from service.db.models import StudyRow

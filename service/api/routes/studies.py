@@ -12,7 +12,6 @@ from foldwise import schemas
 from foldwise.schemas import StudyStatus
 from foldwise.spec import EXAMPLE_SPEC, StudySpec
 from service.api.auth import MemberDep, forbid_unless_may_change
-from service.api.conditional import ReadsDep, conditional
 from service.api.convert import studies_out
 from service.api.deps import (
     DbDep,
@@ -24,6 +23,7 @@ from service.api.deps import (
     study_or_404,
 )
 from service.api.errors import documented
+from service.api.read_cache import ReadsDep, conditional
 from service.api.strict_json import StrictJSONRoute
 from service.artifact_store import artifact_store
 from service.db import studies as study_repo

@@ -9,7 +9,6 @@ from sqlalchemy.orm import Session
 
 from foldwise import schemas
 from foldwise.schemas import TrialStatus
-from service.api.conditional import ReadsDep, conditional
 from service.api.convert import trial_out, trial_summary
 from service.api.deps import (
     Limit,
@@ -23,6 +22,7 @@ from service.api.deps import (
     trial_sort_options,
 )
 from service.api.errors import documented
+from service.api.read_cache import ReadsDep, conditional
 from service.db import trials as trial_repo
 
 router = APIRouter(prefix="/studies/{study_id}/trials", tags=["trials"], responses=documented(404))
