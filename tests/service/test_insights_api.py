@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 from fastapi.testclient import TestClient
 
-from benchmarks.dashboard_scale import fill_study
 from foldwise.schemas import TrialStatus
 from service.db import fold_runs as fold_repo
 from service.db import studies as study_repo
 from service.db import trials as trial_repo
+from tests.large_study import fill_study
 from trainers.report import EpochReport
 
 TRIALS, FOLDS, EPOCHS, RUNNING = 60, 3, 4, 2

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.dashboard_scale import serve
 from foldwise import Client
 from foldwise.schemas import Role
 from service.app import create_app
 from service.config import Settings
 from service.db.schema import upgrade_database
 from service.token_admin import create_token
+from tests.served_app import serve
 from tests.service.study_specs import study_spec
 
 

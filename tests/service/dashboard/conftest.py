@@ -13,12 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.dashboard_scale import CHROMIUM, CHROMIUM_ARGS, fill_study, serve
 from foldwise.schemas import Role
 from service.app import create_app
 from service.config import Settings
 from service.db.schema import upgrade_database
 from service.token_admin import create_token
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, sign_in
+from tests.large_study import fill_study
+from tests.served_app import serve
 
 TRIALS, FOLDS, EPOCHS, RUNNING = 40, 3, 5, 2
 
@@ -90,16 +92,6 @@ class Console:
 
     def unexpected(self) -> list[str]:
         return [e for e in self.errors if not any(a in e for a in self.allowed)]
-
-
-def sign_in(context: object, url: str, token: str) -> None:
-    """Give a browser context the cookies the sign-in page would (the token, a CSRF token)."""
-    context.add_cookies(  # type: ignore[attr-defined]
-        [
-            {"name": "foldwise_token", "value": token, "url": url, "httpOnly": True},
-            {"name": "foldwise_csrf", "value": "test-csrf-token", "url": url},
-        ]
-    )
 
 
 @pytest.fixture

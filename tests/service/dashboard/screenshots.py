@@ -9,13 +9,14 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from benchmarks.dashboard_scale import CHROMIUM, CHROMIUM_ARGS, fill_study, serve
 from foldwise.schemas import Role
 from service.app import create_app
 from service.config import Settings
 from service.db.schema import upgrade_database
 from service.token_admin import create_token
-from tests.service.dashboard.conftest import sign_in
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, sign_in
+from tests.large_study import fill_study
+from tests.served_app import serve
 from tests.service.dashboard.studies import DIVERGED
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -8,9 +8,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from benchmarks.dashboard_scale import wait_until
+from tests.browser import sign_in, wait_until
 from tests.live_service import LiveService
-from tests.service.dashboard.conftest import sign_in
 from tests.service.study_specs import study_spec
 
 pytestmark = pytest.mark.slow

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from benchmarks.dashboard_scale import wait_until
 from foldwise.schemas import FoldStatus, JobStatus, TrialStatus
 from service.db import fold_runs as fold_repo
 from service.db import holdout as holdout_repo
 from service.db import studies as study_repo
 from service.db import trials as trial_repo
+from tests.browser import wait_until
 from tests.service.dashboard.conftest import FOLDS, RUNNING, TRIALS, Dashboard, open_ready
 from tests.service.study_specs import study_spec
 from trainers.report import EpochReport

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from benchmarks.dashboard_scale import wait_until
 from service.db import fold_runs as fold_repo
 from service.db import studies as study_repo
 from service.db import trials as trial_repo
+from tests.browser import wait_until
 from tests.service.dashboard.conftest import Dashboard, open_ready
 from tests.service.dashboard.studies import DIVERGED, DIVERGED_AT, GOOD, WITH_DIVERGED, add_study
 from trainers.report import EpochReport

@@ -10,7 +10,8 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from foldwise.schemas import Role
 from service.token_admin import create_token
-from tests.service.dashboard.conftest import Dashboard, open_ready, sign_in
+from tests.browser import sign_in
+from tests.service.dashboard.conftest import Dashboard, open_ready
 
 
 @pytest.fixture
