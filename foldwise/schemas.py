@@ -325,3 +325,56 @@ class RefitRequest(StrictModel):
         le=100_000,
         description="Default: the median of the trial's folds' best epochs",
     )
+
+
+# -- the dashboard's plots: GET /studies/{id}/insights/... as parallel column arrays ------------
+
+
+class BestSteps(BaseModel):
+    number: list[int]
+    value: list[float]
+
+
+class PrunedHistory(BaseModel):
+    count: int = Field(..., description="Pruned trials in the study")
+    sampled: bool = Field(..., description="True when fewer points than matched are returned")
+    number: list[int]
+    value: list[float] = Field(..., description="Mean over the folds the trial ran")
+    std_error: list[float | None]
+    value_folds: list[int | None] = Field(..., description="How many folds the value rests on")
+    reason: list[str | None] = Field(..., description="Why the trial was pruned")
+
+
+class History(BaseModel):
+    count: int = Field(..., description="Completed trials in the study")
+    sampled: bool = Field(..., description="True when fewer points than matched are returned")
+    cursor: datetime | None = Field(..., description="Pass back as ``since`` to get what's new")
+    number: list[int]
+    value: list[float]
+    std_error: list[float | None]
+    params: dict[str, list[Any]] = Field(..., description="One column per space parameter")
+    best: BestSteps = Field(..., description="Steps of the best-so-far line over all matches")
+    pruned: PrunedHistory = Field(
+        ...,
+        description="Pruned trials, at most a quarter of ``max_points`` of them (sampled the "
+        "same way); their partial means take no part in ``best``",
+    )
+
+
+class TopFolds(BaseModel):
+    folds: int = Field(..., description="K, the folds per trial")
+    number: list[int]
+    value: list[float | None]
+    std_error: list[float | None]
+    fold_values: list[list[float | None]] = Field(..., description="[trial][fold]")
+
+
+class Curves(BaseModel):
+    metric: str
+    cursor: int = Field(..., description="Pass back as ``after`` to get only newer epochs")
+    running: list[int] = Field(..., description="Numbers of the trials running now")
+    trial: list[int]
+    fold: list[int]
+    attempt: list[int]
+    epoch: list[int]
+    value: list[float | None]

@@ -6,13 +6,13 @@ list of objects, and takes a cursor so that a live page asks only for what chang
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from typing import Annotated, Any
+from datetime import timedelta
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
-from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
+from foldwise.schemas import BestSteps, Curves, History, PrunedHistory, TopFolds
 from service.api.deps import MAX_ID, StudyId, UtcDatetime, decimal_int, study_or_404
 from service.api.errors import documented
 from service.api.read_cache import ReadsDep, conditional
@@ -26,56 +26,6 @@ router = APIRouter(
 
 CURSOR_OVERLAP = timedelta(seconds=30)
 """Trials that commit late with an earlier ``finished_at`` are still seen; clients dedupe."""
-
-
-class BestSteps(BaseModel):
-    number: list[int]
-    value: list[float]
-
-
-class PrunedHistory(BaseModel):
-    count: int = Field(..., description="Pruned trials in the study")
-    sampled: bool = Field(..., description="True when fewer points than matched are returned")
-    number: list[int]
-    value: list[float] = Field(..., description="Mean over the folds the trial ran")
-    std_error: list[float | None]
-    value_folds: list[int | None] = Field(..., description="How many folds the value rests on")
-    reason: list[str | None] = Field(..., description="Why the trial was pruned")
-
-
-class History(BaseModel):
-    count: int = Field(..., description="Completed trials in the study")
-    sampled: bool = Field(..., description="True when fewer points than matched are returned")
-    cursor: datetime | None = Field(..., description="Pass back as ``since`` to get what's new")
-    number: list[int]
-    value: list[float]
-    std_error: list[float | None]
-    params: dict[str, list[Any]] = Field(..., description="One column per space parameter")
-    best: BestSteps = Field(..., description="Steps of the best-so-far line over all matches")
-    pruned: PrunedHistory = Field(
-        ...,
-        description="Pruned trials, at most a quarter of ``max_points`` of them (sampled the "
-        "same way); their partial means take no part in ``best``",
-    )
-
-
-class TopFolds(BaseModel):
-    folds: int = Field(..., description="K, the folds per trial")
-    number: list[int]
-    value: list[float | None]
-    std_error: list[float | None]
-    fold_values: list[list[float | None]] = Field(..., description="[trial][fold]")
-
-
-class Curves(BaseModel):
-    metric: str
-    cursor: int = Field(..., description="Pass back as ``after`` to get only newer epochs")
-    running: list[int] = Field(..., description="Numbers of the trials running now")
-    trial: list[int]
-    fold: list[int]
-    attempt: list[int]
-    epoch: list[int]
-    value: list[float | None]
 
 
 @router.get("/history", **conditional(History))
