@@ -4,8 +4,12 @@ dashboard's Content-Security-Policy."""
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from service.api.auth import CSRF_COOKIE, TOKEN_COOKIE
 
@@ -38,3 +42,13 @@ def sign_in(context: Any, url: str, token: str) -> None:
             {"name": CSRF_COOKIE, "value": "test-csrf-token", "url": url},
         ]
     )
+
+
+def require_chromium() -> None:
+    """Skip the calling test when ``/usr/bin/chromium`` is missing (``make browser`` installs
+    it), except under ``CI=true``, where a missing browser is an error."""
+    if Path(CHROMIUM).exists():
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI needs Chromium at {CHROMIUM}: run `make browser`")
+    pytest.skip(f"no Chromium at {CHROMIUM} (install it with `make browser`)")

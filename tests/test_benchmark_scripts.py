@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser import require_chromium
+
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = Path("/usr/bin/chromium")
 
 pytestmark = pytest.mark.slow
 
@@ -31,10 +32,7 @@ def _run(args: list[str], timeout: float) -> str:
 
 
 def test_dashboard_scale_signs_in_and_times_every_page() -> None:
-    if not CHROMIUM.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI needs Chromium at {CHROMIUM}: run `make browser`")
-        pytest.skip(f"no Chromium at {CHROMIUM}")
+    require_chromium()
     out = _run(
         ["-m", "benchmarks.dashboard_scale", "--trials", "30", "--folds", "2", "--epochs", "3"]
         + ["--repeats", "1"],

@@ -6,7 +6,6 @@ except under ``CI=true``, where a missing browser is an error.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,19 +17,11 @@ from service.app import create_app
 from service.config import Settings
 from service.db.schema import upgrade_database
 from service.token_admin import create_token
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, sign_in
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, require_chromium, sign_in
 from tests.large_study import fill_study
 from tests.served_app import serve
 
 TRIALS, FOLDS, EPOCHS, RUNNING = 40, 3, 5, 2
-
-
-def _require_chromium() -> None:
-    if Path(CHROMIUM).exists():
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI needs Chromium at {CHROMIUM}: run `make browser`")
-    pytest.skip(f"no Chromium at {CHROMIUM} (install it with `make browser`)")
 
 
 @pytest.fixture(scope="package")
@@ -38,7 +29,7 @@ def browser() -> Iterator[object]:
     """One Chromium for this package's tests. Not session-wide: Playwright's sync API keeps its
     event loop installed as the thread's running loop while it is open, which would break every
     later test that calls ``asyncio.run``."""
-    _require_chromium()
+    require_chromium()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
