@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.throughput_tasks import build_model, load_data  # noqa: E402
+from foldwise.cv import CVScheme  # noqa: E402
 from foldwise.spec import Objective, TrainerSpec  # noqa: E402
 from trainers.ddp import free_port, process_group  # noqa: E402
 from trainers.fold_runner import run_fold  # noqa: E402
@@ -72,7 +73,7 @@ def _job(args: argparse.Namespace, task: str, world_size: int, **options: Any) -
 def hand_written(rank: int, world_size: int, args: argparse.Namespace, port: int) -> list[float]:
     """The DDP loop a user writes: process group, sampler, DDP, slices; train seconds/epoch."""
     X, y = load_data({"samples": args.samples})
-    train, _ = make_folds(len(y), 5, 0, stratify=y)[0]
+    train, _ = make_folds(len(y), 5, 0, scheme=CVScheme.STRATIFIED, targets=y)[0]
     X, y = torch.as_tensor(X[train]), torch.as_tensor(y[train])
     with process_group(
         backend="gloo", rank=rank, world_size=world_size, master_addr="127.0.0.1",
