@@ -241,7 +241,7 @@ def trials(
         page = client.fetch_trials(study_id, status=status, sort=sort, limit=limit)
         folds = None
         if any(trial.status is TrialStatus.PRUNED for trial in page.data):  # "2/5 folds"
-            folds = client.fetch_study(study_id).spec.get("parallel", {}).get("folds")
+            folds = client.fetch_study(study_id).spec.fold_count
     if not page.data:
         console.print(f"study {study_id} has no {status.value + ' ' if status else ''}trials yet")
         return

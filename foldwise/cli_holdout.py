@@ -52,7 +52,7 @@ def holdout(
             console.print(f"asked for study {study_id}'s hold-out score")
             return
         result = study.holdout(score=score, trial=trial, epochs=epochs, poll=interval)
-    console.print(holdout_view(study.data.spec, result), soft_wrap=True)
+    console.print(holdout_view(result), soft_wrap=True)
 
 
 def refit(

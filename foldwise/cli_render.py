@@ -22,6 +22,7 @@ from rich.text import Text
 
 from foldwise import schemas
 from foldwise.client import Study
+from foldwise.spec import StudySpec
 
 NONE = "-"
 CODE_HASH_SHOWN = 12
@@ -100,32 +101,31 @@ def status_text(status: str) -> Text:
     return Text(str(status), style=STATUS_STYLES.get(str(status), ""))
 
 
-def objective_text(spec: Mapping[str, Any]) -> str:
-    """``val_loss (minimize)`` from a resolved spec."""
-    objective = spec.get("objective", {})
-    return f"{objective.get('metric', '?')} ({objective.get('direction', '?')})"
+def objective_text(spec: StudySpec) -> str:
+    """``val_loss (minimize)``."""
+    return f"{spec.objective.metric} ({spec.objective.direction.value})"
 
 
-def geometry_text(spec: Mapping[str, Any]) -> str:
-    """``2 trials × 5 folds × 2 workers`` (N_G × K × N_W) from a resolved spec."""
-    parallel = spec.get("parallel", {})
-    parts = []
-    nouns = (("trial_groups", "trial"), ("folds", "fold"), ("workers_per_fold", "worker"))
-    for key, noun in nouns:
-        count = parallel.get(key, "?")
-        parts.append(f"{count} {noun}" if count == 1 else f"{count} {noun}s")
-    return " × ".join(parts)
+def geometry_text(spec: StudySpec) -> str:
+    """``2 trials × 5 folds × 2 workers`` (N_G × K × N_W)."""
+    parallel = spec.parallel
+    counts = (
+        (parallel.trial_groups, "trial"),
+        (parallel.folds, "fold"),
+        (parallel.workers_per_fold, "worker"),
+    )
+    return " × ".join(f"{n} {noun}" if n == 1 else f"{n} {noun}s" for n, noun in counts)
 
 
-def cv_text(spec: Mapping[str, Any]) -> str:
-    """``stratified, 3 repeats`` / ``time_series, gap 10`` from a resolved spec (a scheme left
-    open reads as the task's default)."""
-    cv = spec.get("cv") or {}
-    parts = [str(cv.get("scheme") or "by the task's kind")]
-    if cv.get("repeats", 1) > 1:
-        parts.append(f"{cv['repeats']} repeats")
-    if cv.get("gap"):
-        parts.append(f"gap {cv['gap']}")
+def cv_text(spec: StudySpec) -> str:
+    """``stratified, 3 repeats`` / ``time_series, gap 10`` (a scheme left open reads as the
+    task's default)."""
+    cv = spec.cv
+    parts = [str(cv.scheme or "by the task's kind")]
+    if cv.repeats > 1:
+        parts.append(f"{cv.repeats} repeats")
+    if cv.gap:
+        parts.append(f"gap {cv.gap}")
     return ", ".join(parts)
 
 
@@ -142,7 +142,7 @@ def studies_table(studies: Sequence[schemas.Study]) -> Table:
             status_text(study.status),
             f"{study.progress.finished}/{study.progress.budget}",
             fmt_value(best.value if best else None),
-            str(study.spec.get("optimizer", {}).get("name", NONE)),
+            study.spec.optimizer.name,
             fmt_time(study.created_at),
         )
     return table
@@ -198,7 +198,7 @@ def study_details(study: schemas.Study) -> Table:
         ("study", f"{study.id} {study.name}"),
         ("status", status_text(study.status)),
         ("objective", objective_text(spec)),
-        ("optimizer", str(spec.get("optimizer", {}).get("name", NONE))),
+        ("optimizer", spec.optimizer.name),
         ("parallel", geometry_text(spec)),
         ("folds", cv_text(spec)),
         ("trials", progress_text(progress)),
@@ -262,7 +262,7 @@ def best_trial_view(study: schemas.Study, trial: schemas.TrialSummary) -> Group:
     holdout = study.holdout
     if holdout is None or holdout.trial != trial.number:
         return Group(head, params)
-    return Group(head, params, holdout_view(study.spec, holdout))
+    return Group(head, params, holdout_view(holdout))
 
 
 def wall_time_text(study: schemas.Study) -> str | None:
@@ -336,7 +336,7 @@ def watch_study(study: Study, console: Console, *, interval: float) -> schemas.S
     return data.status
 
 
-def holdout_view(spec: dict, result: schemas.Holdout) -> Text:
+def holdout_view(result: schemas.Holdout) -> Text:
     """``hold-out (trial 4): ensemble loss 0.0712, accuracy 0.9800, f1 0.9797; refit ...``,
     with the objective beside its CV value."""
     text = Text.assemble(("hold-out", "bold"), f" (trial {result.trial}): ")

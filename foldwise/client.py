@@ -29,7 +29,7 @@ from foldwise.errors import (
     ServiceUnavailable,
 )
 from foldwise.held_responses import HeldResponses
-from foldwise.spec import StudySpec
+from foldwise.spec import STORED, StudySpec
 from foldwise.spec_text import SpecTextError, parse_spec_text
 from foldwise.strict_json import StrictJSONError, loads_strict
 from foldwise.study import PAGE_SIZE, Study, all_pages
@@ -362,7 +362,7 @@ def _detail_text(detail: Any) -> str:
 
 def _parse(model: type[M], data: Any) -> M:
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context={STORED: True})  # a spec as stored
     except ValidationError as exc:
         raise FoldwiseError(
             f"unexpected answer from the service ({exc.error_count()} fields do not match "

@@ -58,7 +58,7 @@ class CrossValidation(StrictModel):
     )
 
 
-class Holdout(StrictModel):
+class HoldoutSpec(StrictModel):
     """Score the best trial on the task's test data (``load_test_data``) when the study ends:
     never part of the optimisation."""
 

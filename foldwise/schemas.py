@@ -10,6 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, computed_fiel
 
 from foldwise.ansi import strip_ansi
 from foldwise.space import StrictModel
+from foldwise.spec import StudySpec
 
 T = TypeVar("T")
 
@@ -176,7 +177,7 @@ class Study(_Out):
     id: int
     name: str
     status: StudyStatus
-    spec: dict[str, Any]
+    spec: StudySpec = Field(..., description="The spec as stored: every default filled in")
     created_at: datetime
     started_at: datetime | None = None
     finished_at: datetime | None = None

@@ -10,7 +10,7 @@ import itertools
 import json
 import re
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -23,7 +23,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from foldwise.cv import MAX_FOLD_RUNS, REPEATABLE_SCHEMES, CrossValidation, CVScheme, Holdout
+from foldwise.cv import MAX_FOLD_RUNS, REPEATABLE_SCHEMES, CrossValidation, CVScheme, HoldoutSpec
 from foldwise.json_values import find_unsafe
 from foldwise.limits import (
     DEFAULT_FOLD_TIMEOUT_S,
@@ -64,7 +64,8 @@ SEARCHED_SETTINGS: dict[str, tuple[int, int]] = {
 """Trainer settings a search space may hold as parameters, with the values they may take: a
 trial's value replaces ``trainer.<name>`` for that trial's folds."""
 
-OPTIMIZER_NAMES = ("random", "gp", "evolution", "nas_evolution")
+OptimizerName = Literal["random", "gp", "evolution", "nas_evolution"]
+OPTIMIZER_NAMES: tuple[OptimizerName, ...] = get_args(OptimizerName)
 """Optimizers a spec may name; the service's registry implements exactly these."""
 
 
@@ -97,9 +98,13 @@ class Objective(StrictModel):
         "best", description="Take each fold's best epoch or its last one"
     )
 
+    @property
+    def maximize(self) -> bool:
+        return self.direction is Direction.MAXIMIZE
+
 
 class OptimizerSpec(StrictModel):
-    name: Literal["random", "gp", "evolution", "nas_evolution"] = "gp"
+    name: OptimizerName = "gp"
     seed: Seed | None = Field(None, description="Defaults to the study seed")
     options: Options = Field(default_factory=dict, description="Checked by the optimizer")
 
@@ -331,7 +336,7 @@ class StudySpec(StrictModel):
         None, description="Earlier studies whose finished trials seed the optimizer"
     )
     cv: CrossValidation = Field(default_factory=CrossValidation)
-    holdout: Holdout | None = Field(
+    holdout: HoldoutSpec | None = Field(
         None, description="Score the best trial on the task's test data when the study ends"
     )
 

@@ -241,7 +241,7 @@ class Study:
                 "Study.to_dataframe() needs pandas: pip install 'foldwise[pandas]'"
             ) from exc
         text = self.client.fetch_trials_csv(self.id, status=status, sort=sort)
-        rows, columns = read_trials_csv(text, self.data.spec.get("space", {}))
+        rows, columns = read_trials_csv(text, self.data.spec.space)
         return pandas.DataFrame(rows, columns=columns)
 
 

@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from foldwise.ansi import strip_ansi
+from foldwise.space import CategoricalParam, FloatParam, IntParam, Param
 
 HEAD = ("number", "status", "value", "std_error", "value_folds")
 TAIL = ("started_at", "finished_at", "duration_s", "error", "pruned_reason")
@@ -122,11 +123,11 @@ def _plain(text: str | None) -> str | None:
 
 
 def read_trials_csv(
-    text: str, space: Mapping[str, Mapping[str, Any]]
+    text: str, space: Mapping[str, Param]
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Rows (by column) and columns of a trials CSV, each cell back to its type: numbers,
     ``None`` for an empty cell, aware datetimes, text without its escape, and a parameter's
-    value as the space's own (``space``: the study's resolved ``spec["space"]``)."""
+    value as the space's own (``space``: the study's ``spec.space``)."""
     reader = csv.reader(io.StringIO(text, newline=""), quoting=csv.QUOTE_NONNUMERIC)
     header = next(reader, None)
     if header is None:
@@ -141,7 +142,7 @@ def read_trials_csv(
     return rows, header
 
 
-def _column_reader(name: str, space: Mapping[str, Mapping[str, Any]]) -> Any:
+def _column_reader(name: str, space: Mapping[str, Param]) -> Any:
     if name in ("number", "value_folds"):
         return _integer
     if name in ("status", "error", "pruned_reason"):
@@ -153,15 +154,14 @@ def _column_reader(name: str, space: Mapping[str, Mapping[str, Any]]) -> Any:
     return _number
 
 
-def _param_reader(param: Mapping[str, Any] | None) -> Any:
-    kind = None if param is None else param.get("type")
-    if kind == "int":
+def _param_reader(param: Param | None) -> Any:
+    if isinstance(param, IntParam):
         return _integer
-    if kind == "float":
+    if isinstance(param, FloatParam):
         return _number
     choices = {}
-    if kind == "categorical":
-        choices = {_choice_key(choice): choice for choice in reversed(param["choices"])}
+    if isinstance(param, CategoricalParam):
+        choices = {_choice_key(choice): choice for choice in reversed(param.choices)}
     return lambda raw: _param_value(raw, choices)
 
 

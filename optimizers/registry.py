@@ -10,7 +10,7 @@ from foldwise.space import Param
 from foldwise.spec import Direction
 from optimizers.base import BaseOptimizer, OptionError
 
-_OPTIMIZERS: dict[str, str] = {
+_OPTIMIZERS: dict[str, str] = {  # keyed by foldwise.spec.OPTIMIZER_NAMES (a test holds it)
     "random": "optimizers.random_search:RandomOptimizer",
     "gp": "optimizers.gp:GPOptimizer",
     "evolution": "optimizers.evolution:EvolutionOptimizer",

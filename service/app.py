@@ -60,6 +60,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=_lifespan,
         max_body_size=settings.max_body_bytes,
         dependencies=[Depends(check_query_once)],
+        separate_input_output_schemas=False,  # the spec a study returns is the one it takes
     )
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.add_exception_handler(StarletteHTTPException, method_not_allowed_handler)

@@ -88,7 +88,7 @@ def select_fitting(session: Session, spec: StudySpec, limit: int) -> list[Outcom
     latest = warm_repo.latest_first(session, sources, page=limit + 1)
     kept = list(islice(_fitting(spec, latest), limit + 1))
     if len(kept) > limit:
-        maximize = spec.objective.direction.value == "maximize"
+        maximize = spec.objective.maximize
         ranked = warm_repo.best_first(session, sources, maximize=maximize, page=max(1, limit // 2))
         best = list(islice(_fitting(spec, ranked), limit // 2))
         chosen = {f.key for f in best}
@@ -108,13 +108,11 @@ def _fitting(spec: StudySpec, trials: Iterable[Finished]) -> Iterator[Finished]:
 
 def _objective_problem(source: StudyRow, spec: StudySpec) -> str | None:
     """Why ``source``'s values cannot stand for this study's, or None."""
-    objective = source.spec.get("objective", {})
-    metric, direction = objective.get("metric"), objective.get("direction")
-    wanted = spec.objective
-    if metric == wanted.metric and direction == wanted.direction.value:
+    have, wanted = source.spec.objective, spec.objective
+    if have.metric == wanted.metric and have.direction is wanted.direction:
         return None
     return (
-        f"optimises {metric} ({direction}), this study {wanted.metric} "
+        f"optimises {have.metric} ({have.direction.value}), this study {wanted.metric} "
         f"({wanted.direction.value}): their values do not compare"
     )
 

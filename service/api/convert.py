@@ -24,7 +24,7 @@ def _study_out(
 ) -> schemas.Study:
     finished = sum(n for status, n in counts.items() if status.finished)
     progress = schemas.Progress(
-        budget=row.spec["budget"]["trials"],
+        budget=row.spec.budget.trials,
         finished=finished,
         running=counts.get(TrialStatus.RUNNING, 0),
         pending=counts.get(TrialStatus.PENDING, 0),

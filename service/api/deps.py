@@ -9,6 +9,7 @@ number is a 422 naming it rather than a driver overflow.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -156,7 +157,7 @@ def trial_or_404(
     return trial
 
 
-def check_trial_sort(sort: str, space: dict) -> None:
+def check_trial_sort(sort: str, space: Mapping[str, Any]) -> None:
     """A 422 naming `sort` unless it is a known key or one of the study's parameters."""
     key = sort.removeprefix("-")
     name = key.removeprefix(PARAM_PREFIX)
@@ -178,8 +179,8 @@ def check_trial_sort(sort: str, space: dict) -> None:
 def trial_sort_options(study: StudyRow) -> dict[str, Any]:
     """How ``study``'s trials sort: ``maximize`` (for ``best``) and the ``numeric`` parameters
     (a categorical one sorts as text)."""
-    space = study.spec["space"]
+    space = study.spec.space
     return {
-        "maximize": study.spec["objective"]["direction"] == "maximize",
-        "numeric": frozenset(name for name, p in space.items() if p["type"] != "categorical"),
+        "maximize": study.spec.objective.maximize,
+        "numeric": frozenset(name for name, p in space.items() if p.type != "categorical"),
     }

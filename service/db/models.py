@@ -26,6 +26,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
 from foldwise.schemas import FoldStatus, JobStatus, Role, StudyStatus, TrialStatus
+from foldwise.spec import STORED, StudySpec
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -61,6 +62,20 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC)
 
 
+class StoredSpec(TypeDecorator[StudySpec]):
+    """A study's spec: written resolved (every default filled in) as JSON, read back as its
+    type. Read as stored, so checks added since it was accepted are not made again."""
+
+    impl = JSON
+    cache_ok = True
+
+    def process_bind_param(self, value: StudySpec | None, dialect: Any) -> dict[str, Any] | None:
+        return None if value is None else value.resolved()
+
+    def process_result_value(self, value: dict[str, Any] | None, dialect: Any) -> StudySpec | None:
+        return None if value is None else StudySpec.model_validate(value, context={STORED: True})
+
+
 def _status(enum: type[StrEnum]) -> Enum:
     # Stored as plain strings: adding a state later needs no ALTER TYPE on PostgreSQL.
     return Enum(enum, native_enum=False, length=16, values_callable=lambda e: [m.value for m in e])
@@ -83,7 +98,7 @@ class StudyRow(Base):
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     name: Mapped[str] = mapped_column(String(200))
     status: Mapped[StudyStatus] = mapped_column(_status(StudyStatus), index=True)
-    spec: Mapped[dict[str, Any]]
+    spec: Mapped[StudySpec] = mapped_column(StoredSpec)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]

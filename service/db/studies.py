@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, aliased
 from sqlalchemy.sql import Select
 
 from foldwise.schemas import StudyStatus, TrialStatus
-from foldwise.spec import STORED, StudySpec
+from foldwise.spec import StudySpec
 from service.db.models import StudyRow, TrialRow, utcnow
 
 ACTIVE = (StudyStatus.QUEUED, StudyStatus.RUNNING)
@@ -30,7 +30,7 @@ def create_study(
     study = StudyRow(
         name=spec.name,
         status=StudyStatus.QUEUED,
-        spec=spec.resolved(),
+        spec=spec,
         owner=owner,
         code_hash=code_hash,
         task_profile=task_profile,
@@ -122,7 +122,7 @@ def best_trials(session: Session, studies: Sequence[StudyRow]) -> dict[int, Tria
     ``ORDER BY value LIMIT 1`` per study, so each is one walk of ``ix_trials_study_id_value``."""
     ids: list[Any] = []
     for maximize in (False, True):
-        chosen = [s.id for s in studies if _maximizes(s) is maximize]
+        chosen = [s.id for s in studies if s.spec.objective.maximize is maximize]
         if chosen:
             ids.append(_best_trial_ids(chosen, maximize=maximize))
     if not ids:
@@ -146,23 +146,6 @@ def _best_trial_ids(study_ids: list[int], *, maximize: bool) -> Select[Any]:
         .scalar_subquery()
     )
     return select(best).where(StudyRow.id.in_(study_ids))
-
-
-def stored_spec(study: StudyRow) -> StudySpec:
-    """The study's spec as its type, read back as stored (checks added since it was accepted
-    are not made again)."""
-    return StudySpec.model_validate(study.spec, context={STORED: True})
-
-
-def fold_count(study: StudyRow) -> int:
-    """The fold runs of each of the study's trials: ``parallel.folds`` x ``cv.repeats`` (a
-    spec stored before ``cv`` existed has one repeat)."""
-    spec = study.spec
-    return int(spec["parallel"]["folds"]) * int((spec.get("cv") or {}).get("repeats", 1))
-
-
-def _maximizes(study: StudyRow) -> bool:
-    return study.spec["objective"]["direction"] == "maximize"
 
 
 def mark_study(

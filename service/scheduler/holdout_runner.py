@@ -24,7 +24,6 @@ from foldwise.spec import StudySpec
 from service.artifact_store import artifact_store, fold_model_key
 from service.db import holdout as holdout_repo
 from service.db import refits as refit_repo
-from service.db import studies as study_repo
 from service.db import trials as trial_repo
 from service.db.models import RefitRow, StudyRow
 from service.executor.failures import FoldFailed
@@ -115,7 +114,7 @@ class HoldoutRunner:
             refits = refit_repo.open_refits(session, self.study_id)
             if not refits and row.holdout_status not in refit_repo.OPEN:
                 return None
-            spec = study_repo.stored_spec(row)
+            spec = row.spec
             profile = None if row.task_profile is None else TaskProfile.from_json(row.task_profile)
             study = _Study(spec, row.code_hash, profile)
             return study, refits[0].number if refits else None

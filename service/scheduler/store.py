@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from sqlalchemy.orm import Session
 
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
+from foldwise.spec import StudySpec
 from optimizers.base import Observation
 from service.db import fold_runs as fold_repo
 from service.db import studies as study_repo
@@ -43,7 +44,7 @@ class TrialHandle:
 
 @dataclass(frozen=True)
 class StudyStart:
-    spec: dict[str, Any]
+    spec: StudySpec
     unfinished: list[TrialHandle]
     started_at: datetime
     code_hash: str | None = None

@@ -26,7 +26,7 @@ import traceback
 from datetime import UTC, datetime, timedelta
 
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
-from foldwise.spec import STORED, StudySpec
+from foldwise.spec import StudySpec
 from optimizers import BaseOptimizer, Observation
 from service.cluster_fit import fold_capacity
 from service.db.fold_runs import SERVICE_STOPPED
@@ -122,7 +122,7 @@ class StudyRunner:
         start = await self.store.begin_study(self.study_id)
         if start is None:  # deleted before it started
             return
-        spec = StudySpec.model_validate(start.spec, context={STORED: True})
+        spec = start.spec
         self.warm = await self.store.warm_start(self.study_id)
         optimizer = build_optimizer(spec, warm_observations=len(self.warm))
         self.context = StudyContext(
@@ -170,7 +170,7 @@ class StudyRunner:
         """The learning curves pruning compares with, read from the study's ended fold runs."""
         if spec.pruning.rule == "off":
             return None
-        curves = FoldCurves(maximize=spec.objective.direction.value == "maximize")
+        curves = FoldCurves(maximize=spec.objective.maximize)
         for fold, finished, values in await self.store.fold_curves(
             self.study_id, spec.objective.metric
         ):
@@ -358,7 +358,7 @@ class StudyRunner:
             trial.values,
             self.incumbent,
             folds=folds,
-            maximize=spec.objective.direction.value == "maximize",
+            maximize=spec.objective.maximize,
         )
         if reason is not None:
             await self._prune(trial, reason)

@@ -11,6 +11,7 @@ from rich.console import Console
 from foldwise import cli_render
 from foldwise.ansi import strip_ansi
 from foldwise.schemas import FoldRun, Study, TrialSummary
+from foldwise.spec import EXAMPLE_SPEC
 
 # The header Ray puts on a remote traceback, as a fold run stored it before the fix.
 RAY_HEADER = "\x1b[36mray::DDPWorker.run()\x1b[39m (pid=9247, ip=192.0.2.2)"
@@ -54,7 +55,7 @@ def _study(**fields: object) -> Study:
         id=1,
         name="s",
         status="failed",
-        spec={},
+        spec=EXAMPLE_SPEC,
         created_at=datetime(2026, 1, 1, tzinfo=UTC),
         progress=progress,
         **fields,

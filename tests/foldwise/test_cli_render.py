@@ -10,6 +10,7 @@ from rich.console import Console
 
 from foldwise import cli_render as render
 from foldwise.schemas import Study, TrialSummary
+from foldwise.spec import EXAMPLE_SPEC, StudySpec
 
 
 def text_of(renderable) -> str:
@@ -184,6 +185,5 @@ def test_next_steps_are_runnable_lines_with_their_purpose_as_a_comment():
 
 
 def test_geometry_text_counts_nouns():
-    spec = {"parallel": {"trial_groups": 2, "folds": 3, "workers_per_fold": 1}}
-    assert render.geometry_text(spec) == "2 trials × 3 folds × 1 worker"
-    assert render.geometry_text({}) == "? trials × ? folds × ? workers"
+    doc = {**EXAMPLE_SPEC, "parallel": {"trial_groups": 2, "folds": 3, "workers_per_fold": 1}}
+    assert render.geometry_text(StudySpec.model_validate(doc)) == "2 trials × 3 folds × 1 worker"

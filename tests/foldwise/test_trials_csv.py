@@ -7,7 +7,9 @@ import io
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from pydantic import TypeAdapter
 
+from foldwise.space import Param
 from foldwise.trials_csv import (
     TrialRecord,
     cell,
@@ -17,11 +19,18 @@ from foldwise.trials_csv import (
     read_trials_csv,
 )
 
-SPACE = {
-    "lr": {"type": "float", "low": 1e-4, "high": 1.0},
-    "depth": {"type": "int", "low": 1, "high": 3},
-    "act": {"type": "categorical", "choices": ["relu", "=1+1", "'quoted", 2, 0.5, True]},
-}
+
+def _space(doc: dict) -> dict[str, Param]:
+    return TypeAdapter(dict[str, Param]).validate_python(doc)
+
+
+SPACE = _space(
+    {
+        "lr": {"type": "float", "low": 1e-4, "high": 1.0},
+        "depth": {"type": "int", "low": 1, "high": 3},
+        "act": {"type": "categorical", "choices": ["relu", "=1+1", "'quoted", 2, 0.5, True]},
+    }
+)
 START = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)
 
 
@@ -147,7 +156,7 @@ def test_a_choice_that_starts_with_a_quote_reads_back_as_itself() -> None:
 
 def test_the_empty_choice_reads_back_as_itself_not_as_absent() -> None:
     # both were an empty cell: the choice "" read back as a parameter the trial did not have
-    space = {"act": {"type": "categorical", "choices": ["", "x"]}}
+    space = _space({"act": {"type": "categorical", "choices": ["", "x"]}})
     records = [
         TrialRecord(number=0, status="completed", params={"act": ""}),
         TrialRecord(number=1, status="completed", params={}),
@@ -157,7 +166,8 @@ def test_the_empty_choice_reads_back_as_itself_not_as_absent() -> None:
 
 
 def test_booleans_and_the_text_true_read_back_as_themselves() -> None:
-    space = {"flag": {"type": "categorical", "choices": ["true", True, "false", False, 1, "1"]}}
+    choices = ["true", True, "false", False, 1, "1"]
+    space = _space({"flag": {"type": "categorical", "choices": choices}})
     values = ["true", True, "false", False, 1, "1"]
     records = [
         TrialRecord(number=n, status="completed", params={"flag": v, "other": v})

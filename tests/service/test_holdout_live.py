@@ -128,7 +128,7 @@ def test_an_own_loop_of_repeated_folds_is_scored_as_the_built_in_loop_is(
         best = study.trial(holdout.trial)
         [refit] = study.refits()
     assert sorted({f.fold for f in best.folds}) == list(range(6))  # 3 folds of 2 repeats
-    assert best.value_folds == 6 and study.data.spec["cv"]["scheme"] == "stratified"
+    assert best.value_folds == 6 and study.data.spec.cv.scheme == "stratified"
     objective = holdout.objective
     assert objective is not None and objective.test_metric == "accuracy"
     assert objective.ensemble == holdout.ensemble["accuracy"] > 0.8

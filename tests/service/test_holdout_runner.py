@@ -140,7 +140,7 @@ def test_a_later_score_scores_a_completed_refit_again(database_url: str, tmp_pat
 
     def again(session) -> None:  # as POST /holdout does: the completed refit is reused
         row = session.get(StudyRow, study_id)
-        spec = study_repo.stored_spec(row)
+        spec = row.spec
         holdout_repo.queue_holdout(session, row, spec, score="refit")
 
     db._write(again)

@@ -96,7 +96,7 @@ async def get_best_model(
 
 
 async def _model_file(location: str, study: StudyRow, trial: TrialRow, fold: int) -> Response:
-    folds = study_repo.fold_count(study)
+    folds = study.spec.fold_count
     if fold >= folds:
         raise HTTPException(
             status.HTTP_404_NOT_FOUND,

@@ -24,7 +24,6 @@ from service.api.deps import (
 )
 from service.api.errors import documented
 from service.api.read_cache import NOT_MODIFIED, ReadsDep, not_modified
-from service.db import studies as study_repo
 from service.db import trials as trial_repo
 from service.db.engine import SessionRunner
 
@@ -64,14 +63,14 @@ async def export_trials_csv(
 
     def work(session: Session) -> tuple[list[int], list[str], int]:
         study = study_or_404(session, study_id)
-        space = list(study.spec["space"])
-        check_trial_sort(sort, study.spec["space"])
+        space = list(study.spec.space)
+        check_trial_sort(sort, study.spec.space)
         options = trial_sort_options(study)
         trial_ids = trial_repo.export_order(
             session, study.id, status=status_, sort=sort, **options
         )
         others = trial_repo.other_param_names(session, study.id, space, status=status_)
-        return trial_ids, [*space, *others], study_repo.fold_count(study)
+        return trial_ids, [*space, *others], study.spec.fold_count
 
     headers, export = await reads.study_export(study_id, work)
     if export is None:

@@ -57,7 +57,7 @@ async def request_holdout(
             raise HTTPException(
                 status.HTTP_409_CONFLICT, f"study {study_id} is being scored already"
             )
-        spec = study_repo.stored_spec(study)
+        spec = study.spec
         score = request.score or (spec.holdout.score if spec.holdout else "ensemble")
         epochs = request.epochs or (spec.holdout.epochs if spec.holdout else None)
         _check_task(study, score)
@@ -99,7 +99,7 @@ def _check_task(study: StudyRow, score: str) -> None:
     if study.task_profile is None:
         return  # a study stored before profiles were: the score says what is missing
     profile = TaskProfile.from_json(study.task_profile)
-    task = study.spec["trainer"]["task"]
+    task = study.spec.trainer.task
     if not profile.test_data:
         message = (
             f"task {task!r} gives no test data with the study's trainer.options: add "

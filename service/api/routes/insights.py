@@ -17,7 +17,6 @@ from service.api.deps import MAX_ID, StudyId, UtcDatetime, decimal_int, study_or
 from service.api.errors import documented
 from service.api.read_cache import ReadsDep, conditional
 from service.db import insights
-from service.db import studies as study_repo
 from service.db.models import StudyRow
 
 router = APIRouter(
@@ -40,7 +39,7 @@ async def history(
 
     def work(session: Session) -> History:
         study = study_or_404(session, study_id)
-        maximize = _maximize(study)
+        maximize = study.spec.objective.maximize
         points = insights.completed_points(session, study.id, finished_since=since)
         shown = insights.with_params(
             session, study.id, insights.downsample(points, max_points, maximize=maximize)
@@ -48,7 +47,7 @@ async def history(
         steps = insights.best_so_far(points, maximize=maximize)
         pruned = insights.pruned_points(session, study.id, finished_since=since)
         finished = [p.finished_at for p in [*points, *pruned] if p.finished_at is not None]
-        names = list(study.spec["space"])
+        names = list(study.spec.space)
         return History(
             count=insights.count_completed(session, study.id),
             sampled=len(shown) < len(points),
@@ -72,8 +71,10 @@ async def top_folds(
 
     def work(session: Session) -> TopFolds:
         study = study_or_404(session, study_id)
-        k = study_repo.fold_count(study)
-        rows = insights.top_trial_folds(session, study.id, maximize=_maximize(study), top=top)
+        k = study.spec.fold_count
+        rows = insights.top_trial_folds(
+            session, study.id, maximize=study.spec.objective.maximize, top=top
+        )
         return TopFolds(
             folds=k,
             number=[t.number for t, _ in rows],
@@ -98,7 +99,7 @@ async def curves(
 
     def work(session: Session) -> Curves:
         study = study_or_404(session, study_id)
-        name = metric or study.spec["objective"]["metric"]
+        name = metric or study.spec.objective.metric
         rows = insights.running_curves(session, study.id, name, after_id=after)
         return Curves(
             metric=name,
@@ -119,7 +120,7 @@ def _pruned_history(
 ) -> PrunedHistory:
     """Pruned trials for the history: fewer than the completed ones, as each carries its reason
     (a line of text) and matters less than a full cross-validated value."""
-    sampled = insights.downsample(points, max_points, maximize=_maximize(study))
+    sampled = insights.downsample(points, max_points, maximize=study.spec.objective.maximize)
     shown = insights.with_reasons(session, study.id, sampled)
     return PrunedHistory(
         count=insights.count_pruned(session, study.id),
@@ -130,7 +131,3 @@ def _pruned_history(
         value_folds=[p.value_folds for p in shown],
         reason=[p.reason for p in shown],
     )
-
-
-def _maximize(study: StudyRow) -> bool:
-    return study.spec["objective"]["direction"] == "maximize"

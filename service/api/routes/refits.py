@@ -31,7 +31,6 @@ from service.api.routes.holdout import ended_study
 from service.api.strict_json import StrictJSONRoute
 from service.artifact_store import refit_model_key
 from service.db import refits as refit_repo
-from service.db import studies as study_repo
 from service.db.models import RefitRow
 
 router = APIRouter(
@@ -69,7 +68,7 @@ async def request_refit(
         study = ended_study(session, study_id, principal)
         try:
             trial = refit_repo.scored_trial(session, study, request.trial)
-            spec = study_repo.stored_spec(study)
+            spec = study.spec
             refit = refit_repo.queue_refit(session, study, spec, trial, epochs=request.epochs)
         except refit_repo.NoSuchTrial as exc:
             raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from exc

@@ -39,7 +39,7 @@ async def list_trials(
 ) -> Response:
     def work(session: Session) -> schemas.Page[schemas.TrialSummary]:
         study = study_or_404(session, study_id)
-        space = study.spec["space"]
+        space = study.spec.space
         check_trial_sort(sort, space)
         rows, count = trial_repo.list_trials(
             session,

@@ -93,7 +93,7 @@ def add_failed_trial(
     ``traceback``) stored exactly as given."""
     with dashboard.app.state.sessions.begin() as session:
         study = study_repo.get_study(session, study_id)
-        params = params_of(study.spec["space"], number)
+        params = params_of(study.spec.resolved()["space"], number)
         trial = trial_repo.create_trial(session, study_id, params, number=number)
         run = fold_repo.start_fold_run(session, trial.id, 0)
         fold_repo.finish_fold_run(

@@ -330,7 +330,7 @@ def test_study_page_names_the_task_and_the_code_it_runs(page, dashboard: Dashboa
     code_hash = "1a2b3c4d5e6f" + "0" * 52
     with dashboard.app.state.sessions.begin() as session:
         study = study_repo.get_study(session, dashboard.study_id)
-        task = study.spec["trainer"]["task"]
+        task = study.spec.trainer.task
         study.code_hash = code_hash
         study_repo.touch_study(session, dashboard.study_id)
     open_ready(page, f"/dashboard/studies/{dashboard.study_id}")
