@@ -205,6 +205,8 @@ def main() -> None:
     parser.add_argument("--ray", action="store_true", help="also time placement to first step")
     parser.add_argument("--warm-runs", type=int, default=5)
     args = parser.parse_args()
+    if args.epochs < 2:
+        parser.error("--epochs must be 2 or more: the first epoch warms up and is not timed")
     torch.set_num_threads(1)  # one core per rank, the same for every variant
     runs = [(variant, world) for world in (1, 2) for variant in VARIANTS]
     best = _interleaved(args, runs, measure)

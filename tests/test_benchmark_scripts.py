@@ -1,5 +1,6 @@
-"""The benchmark scripts run as their docs give them, at a tiny size, so none rots unseen (one
-broke when auth came on). Nothing is timed here: a run passes when it prints its tables."""
+"""Every script in benchmarks/ runs as its docs give it, at a tiny size, so none rots unseen (one
+broke when auth came on, another when make_folds changed). Nothing is timed here: a run passes
+when it prints its tables. ``test_every_script_has_a_smoke_run`` keeps the list whole."""
 
 from __future__ import annotations
 
@@ -29,6 +30,57 @@ def _run(args: list[str], timeout: float) -> str:
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     return done.stdout
+
+
+SMOKE_RUNS = {
+    "fold_overhead": (
+        ["--reps", "1", "--epochs", "1", "--num-cpus", "2"],
+        "| world size | pool |",
+    ),
+    "trainer_throughput": (
+        ["--samples", "512", "--epochs", "2", "--repeats", "1", "--reports", "10", "--ray"]
+        + ["--warm-runs", "1"],
+        "| placement to first step, 2 ranks on Ray | seconds |",
+    ),
+    "loops_end_to_end": (["--trials", "2", "--repeats", "1"], "| shapes: own loop (train_fold) |"),
+    "holdout_bias": (["--seeds", "1", "--trials", "3"], "| seed | CV-best val_loss"),
+    "racing": (
+        ["--tasks", "digits", "--seeds", "1", "--trials", "4", "--modes", "off,racing"]
+        + ["--optimizers", "random"],
+        "| random | racing |",
+    ),
+    "api_load": (
+        ["--backends", "sqlite", "--clients", "5", "--seconds", "5", "--quiet", "1"],
+        "| now sqlite | study |",
+    ),
+    "optimizers": (
+        ["--problems", "branin", "--methods", "gp,random", "--seeds", "2", "--budget", "8"]
+        + ["--timing-points", "", "--noise-seeds", "0", "--results", "{tmp}/runs.jsonl"],
+        "| gp |",
+    ),
+    "cluster": (
+        ["--reps", "2", "--trials", "2", "--epochs", "1", "--node-loss", "1"],
+        "| local Ray (4 CPUs) |",
+    ),
+}
+"""Each script's tiny arguments and a line of the table it must print (``{tmp}``: a scratch
+directory). dashboard_scale has a test of its own below."""
+
+
+def test_every_script_has_a_smoke_run() -> None:
+    scripts = {
+        path.stem
+        for path in (ROOT / "benchmarks").glob("*.py")
+        if '__name__ == "__main__"' in path.read_text()
+    }
+    assert scripts == {*SMOKE_RUNS, "dashboard_scale"}
+
+
+@pytest.mark.parametrize("script", sorted(SMOKE_RUNS))
+def test_benchmark_script_prints_its_tables_at_a_tiny_size(script: str, tmp_path: Path) -> None:
+    args, expected = SMOKE_RUNS[script]
+    out = _run(["-m", f"benchmarks.{script}", *(a.format(tmp=tmp_path) for a in args)], 600)
+    assert expected in out, out[-4000:]
 
 
 def test_dashboard_scale_signs_in_and_times_every_page() -> None:
