@@ -29,6 +29,7 @@ from foldwise.errors import (
     ServiceUnavailable,
 )
 from foldwise.held_responses import HeldResponses
+from foldwise.limits import SUBMIT_TIMEOUT_S
 from foldwise.spec import STORED, StudySpec
 from foldwise.spec_text import SpecTextError, parse_spec_text
 from foldwise.strict_json import StrictJSONError, loads_strict
@@ -99,6 +100,7 @@ class Client:
         if secret and (problem := token_problem(secret)):
             raise FoldwiseError(problem)
         headers = {"Authorization": f"Bearer {secret}"} if secret else {}
+        self.timeout = timeout
         self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=headers)
         self._held = HeldResponses()
 
@@ -117,7 +119,8 @@ class Client:
     def create_study(self, spec: SpecSource) -> Study:
         """Validate ``spec`` locally, then create the study; raises ``InvalidSpec`` if rejected."""
         body = load_spec(spec).model_dump(mode="json", by_alias=True, exclude_unset=True)
-        data = self._request("POST", "/studies", json=body, spec=True)
+        wait = max(self.timeout, SUBMIT_TIMEOUT_S)  # a user task is loaded on the cluster first
+        data = self._request("POST", "/studies", json=body, spec=True, timeout=wait)
         return Study(self, _parse(schemas.Study, data))
 
     def get_study(self, study_id: int) -> Study:

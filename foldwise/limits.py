@@ -56,3 +56,10 @@ _DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
 TASK_NAME = rf"^{_DOTTED}(:{_DOTTED})?$"
 """A built-in task's name, ``package.module`` or ``package.module:attr``."""
 METRIC_NAME = r"^[A-Za-z_][A-Za-z0-9_.]*$"
+
+TASK_DESCRIBE_TIMEOUT_S = 60.0
+"""How long the service gives a task to load where its folds run, at submit (a user task is
+imported in a Ray worker to learn its kind and metrics)."""
+SUBMIT_TIMEOUT_S = TASK_DESCRIBE_TIMEOUT_S + 30.0
+"""How long the SDK waits for a submit's answer, whatever its own timeout: the service may take
+the task's describe time and its checks."""

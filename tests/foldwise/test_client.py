@@ -60,6 +60,21 @@ def test_timeout_raises_service_unavailable(stub, make_study):
         client.get_study(7)
 
 
+def test_a_submit_waits_past_the_clients_timeout_for_the_task_to_load(stub, make_study, spec_dict):
+    """The service loads a user task on the cluster before it answers a submit (up to
+    TASK_DESCRIBE_TIMEOUT_S): a short client timeout must not fail a submit that takes longer."""
+
+    def slow(request):
+        time.sleep(0.6)
+        return 201, make_study()
+
+    stub.handle = slow
+    with Client(stub.url, timeout=0.2) as client:
+        assert client.create_study(spec_dict).id == 7
+        with pytest.raises(ServiceUnavailable, match="timed"):  # other calls keep its timeout
+            client.get_study(7)
+
+
 def test_local_validation_error_is_invalid_spec_and_sends_nothing(stub, spec_dict):
     spec_dict["parallel"]["folds"] = 1
     spec_dict["space"]["lr"]["low"] = 1.0
