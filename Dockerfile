@@ -16,6 +16,7 @@ USER ray
 WORKDIR /app
 COPY --chown=ray:users pyproject.toml README.md ./
 COPY --chown=ray:users foldwise foldwise
+COPY --chown=ray:users integrations integrations
 COPY --chown=ray:users optimizers optimizers
 COPY --chown=ray:users trainers trainers
 COPY --chown=ray:users service service

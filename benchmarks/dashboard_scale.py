@@ -22,11 +22,11 @@ from typing import Any
 import httpx
 
 from foldwise.schemas import Role
-from service.app import create_app
-from service.config import Settings
-from service.db.engine import make_engine
-from service.db.schema import upgrade_database
-from service.token_admin import create_token
+from foldwise.service.app import create_app
+from foldwise.service.config import Settings
+from foldwise.service.db.engine import make_engine
+from foldwise.service.db.schema import upgrade_database
+from foldwise.service.token_admin import create_token
 from tests.browser import CHROMIUM, CHROMIUM_ARGS, sign_in, wait_until
 from tests.large_study import fill_study
 from tests.served_app import serve

@@ -12,9 +12,9 @@ import statistics
 import sys
 import time
 
+from foldwise.service.executor import FoldRunStats, RayExecutor
 from foldwise.spec import TrainerSpec
-from service.executor import FoldRunStats, RayExecutor
-from trainers.job import FoldJob
+from foldwise.trainers.job import FoldJob
 
 
 async def measure(ex: RayExecutor, job: FoldJob, cpus: float, cold: bool) -> FoldRunStats:

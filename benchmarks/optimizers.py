@@ -38,8 +38,8 @@ from benchmarks.optimizer_peers import PEERS, peer_version, run_peer, skopt_dime
 from benchmarks.optimizer_results import ResultStore, Run, code_version  # noqa: E402
 from benchmarks.optimizer_tables import print_quality  # noqa: E402
 from benchmarks.problems import Problem, box, branin, hartmann6, synthetic_problems  # noqa: E402
+from foldwise.optimizers import Observation, create_optimizer  # noqa: E402
 from foldwise.space import Param  # noqa: E402
-from optimizers import Observation, create_optimizer  # noqa: E402
 
 OURS = ("gp", "evolution", "nas_evolution", "random")
 PENDING = 4
@@ -69,13 +69,13 @@ class DigitsCV:
 
     def __call__(self, config: dict[str, Any]) -> float:
         from foldwise.spec import TrainerSpec
-        from trainers.ddp import free_port
-        from trainers.fold_data import load_task_data
-        from trainers.fold_runner import run_fold
-        from trainers.job import FoldJob
-        from trainers.objective import fold_value
-        from trainers.report import EpochReport
-        from trainers.task import resolve_task
+        from foldwise.trainers.ddp import free_port
+        from foldwise.trainers.fold_data import load_task_data
+        from foldwise.trainers.fold_runner import run_fold
+        from foldwise.trainers.job import FoldJob
+        from foldwise.trainers.objective import fold_value
+        from foldwise.trainers.report import EpochReport
+        from foldwise.trainers.task import resolve_task
 
         self.data = self.data or load_task_data(resolve_task("digits_mlp"), {})
         values = []

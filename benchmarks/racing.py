@@ -36,15 +36,15 @@ from scipy import stats
 from sqlalchemy import func, select
 
 from foldwise.schemas import FoldStatus, TrialStatus
+from foldwise.service.db import studies as study_repo
+from foldwise.service.db.engine import SessionRunner
+from foldwise.service.db.models import EpochMetricRow, FoldRunRow, TrialRow
+from foldwise.service.db.schema import upgrade_database
+from foldwise.service.executor import RayExecutor
+from foldwise.service.scheduler.store import SchedulerStore
+from foldwise.service.scheduler.study_runner import StudyRunner
 from foldwise.spec import StudySpec
 from foldwise.spec_text import parse_spec_text
-from service.db import studies as study_repo
-from service.db.engine import SessionRunner
-from service.db.models import EpochMetricRow, FoldRunRow, TrialRow
-from service.db.schema import upgrade_database
-from service.executor import RayExecutor
-from service.scheduler.store import SchedulerStore
-from service.scheduler.study_runner import StudyRunner
 
 MODES = {
     "off": {"racing": {"rule": "off"}, "pruning": {"rule": "off"}},

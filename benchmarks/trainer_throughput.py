@@ -36,11 +36,11 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.throughput_tasks import build_model, load_data  # noqa: E402
 from foldwise.cv import CVScheme  # noqa: E402
 from foldwise.spec import Objective, TrainerSpec  # noqa: E402
-from trainers.ddp import free_port, process_group  # noqa: E402
-from trainers.fold_runner import run_fold  # noqa: E402
-from trainers.job import FoldJob  # noqa: E402
-from trainers.report import EpochReport  # noqa: E402
-from trainers.splits import make_folds  # noqa: E402
+from foldwise.trainers.ddp import free_port, process_group  # noqa: E402
+from foldwise.trainers.fold_runner import run_fold  # noqa: E402
+from foldwise.trainers.job import FoldJob  # noqa: E402
+from foldwise.trainers.report import EpochReport  # noqa: E402
+from foldwise.trainers.splits import make_folds  # noqa: E402
 
 TASKS = "benchmarks.throughput_tasks"
 VARIANTS = {
@@ -155,7 +155,7 @@ def report_cost(args: argparse.Namespace, world_size: int) -> float:
 async def placement_to_first_step(args: argparse.Namespace) -> list[tuple[str, float]]:
     """Seconds from a 2-rank group's placement (the pool hands it over) to the own loop's first
     step, through the service's Ray executor: a cold group, then warm ones."""
-    from service.executor import FoldRunStats, RayExecutor
+    from foldwise.service.executor import FoldRunStats, RayExecutor
 
     ex = RayExecutor(num_cpus=2, worker_pythonpath=[str(ROOT)])
     await ex.start()

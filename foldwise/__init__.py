@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from foldwise.client import Client, Study
 from foldwise.errors import ApiError, FoldwiseError, InvalidSpec, NotFound, ServiceUnavailable
-from foldwise.models import load_model
 from foldwise.spec import StudySpec
 
 __version__ = "0.1.0"
@@ -22,5 +21,4 @@ __all__ = [
     "Study",
     "StudySpec",
     "__version__",
-    "load_model",
 ]

@@ -1,4 +1,5 @@
-"""The ``foldwise`` command line: run the service, submit studies and follow them (DESIGN §9).
+"""The ``foldwise`` command line: submit studies and follow them (DESIGN §9); the service adds
+``serve``, ``db`` and ``token`` and the trainers ``task`` (entry points, ``foldwise.cli``).
 
 Commands are thin: they call the SDK and ``cli_render``. Every ``FoldwiseError`` becomes one red
 line on stderr and exit code 1 (``FoldwiseGroup``); usage errors keep Typer's exit code 2.
@@ -6,24 +7,18 @@ line on stderr and exit code 1 (``FoldwiseGroup``); usage errors keep Typer's ex
 
 from __future__ import annotations
 
-import logging
-import os
-import re
 import shlex
-import signal
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
 from rich.markup import escape
 from typer.core import TyperGroup
 
 from foldwise import __version__, cli_holdout, cli_output, cli_render
 from foldwise.cli_options import PollInterval, StudyId, UrlOption, client_for
-from foldwise.cli_output import console, err_console, fail, fail_without_server, program_name
-from foldwise.cli_task import task_app
-from foldwise.cli_tokens import token_app
+from foldwise.cli_output import console, err_console, fail, program_name
 from foldwise.client import DEFAULT_URL, TRIAL_SORT, Client
 from foldwise.errors import FoldwiseError
 from foldwise.schemas import StudyStatus, TrialStatus
@@ -46,10 +41,6 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
-db_app = typer.Typer(help="Manage the service's database.", no_args_is_help=True)
-app.add_typer(db_app, name="db")
-app.add_typer(token_app, name="token")
-app.add_typer(task_app, name="task")
 
 
 def _trial_sort(value: str) -> str:
@@ -86,52 +77,6 @@ def main(
     ] = False,
 ) -> None:
     ctx.obj = {"url": url, "token": token}
-
-
-@app.command()
-def serve(
-    host: Annotated[str | None, typer.Option(help="Bind address [default: settings]")] = None,
-    port: Annotated[int | None, typer.Option(help="Port [default: settings]")] = None,
-    upgrade_db: Annotated[
-        bool, typer.Option("--upgrade-db", help="Upgrade an outdated database schema first")
-    ] = False,
-) -> None:
-    """Run the service (API, dashboard and scheduler); settings come from FOLDWISE_* variables."""
-    for name, value in (("HOST", host), ("PORT", port), ("UPGRADE_DB", upgrade_db or None)):
-        if value is not None:
-            os.environ[f"FOLDWISE_{name}"] = str(value)
-    try:
-        from service.config import Settings
-        from service.db.schema import OutdatedSchema, prepare_database
-        from service.server import listen, serve
-    except ModuleNotFoundError as exc:
-        fail_without_server(exc)
-    try:
-        settings = Settings()
-    except ValidationError as exc:  # a setting refused: its message, in one line
-        fail(_setting_problem(exc))
-    try:  # before anything starts: a busy port fails at once, and nothing can take it later
-        listener = listen(settings.host, settings.port)
-    except OSError as exc:
-        fail(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}")
-    try:
-        from service.app import create_app  # Ray and torch: after the port is taken
-    except ModuleNotFoundError as exc:
-        fail_without_server(exc)
-    try:
-        prepare_database(settings.database_url, upgrade=settings.upgrade_db)
-    except OutdatedSchema as exc:
-        fail(str(exc))
-    _log_service_events()
-    logging.getLogger("foldwise").info("listening on http://%s:%d", settings.host, settings.port)
-    # The server takes SIGTERM and SIGINT once it runs (one graceful stop, exit 0); a SIGTERM
-    # before that is a clean exit too.
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    serve(create_app, settings, listener)
-
-
-def _exit_on_sigterm(signum: int, frame: object) -> None:
-    raise SystemExit(0)
 
 
 @app.command()
@@ -279,25 +224,15 @@ app.command()(cli_holdout.refit)
 app.command()(cli_holdout.models)
 
 
-@db_app.command("upgrade")
-def db_upgrade(
-    database_url: Annotated[
-        str | None, typer.Option(help="SQLAlchemy URL [default: FOLDWISE_DATABASE_URL]")
-    ] = None,
-) -> None:
-    """Create the database schema or upgrade it to the newest revision."""
-    try:
-        from service.config import Settings
-        from service.db.schema import upgrade_database
-    except ModuleNotFoundError as exc:
-        fail_without_server(exc)
-    url = database_url or Settings().database_url
-    try:
-        revision = upgrade_database(url)
-    except Exception as exc:  # a driver or migration error: one line, not a traceback
-        fail(f"cannot upgrade the database: {type(exc).__name__}: {exc}".splitlines()[0])
-    shown = escape(_hide_password(url))
-    console.print(f"database {shown} is at revision [bold]{revision}[/] (head)")
+def _add_installed_commands(cli: typer.Typer) -> None:
+    """The commands the rest of foldwise adds (entry points of group ``foldwise.cli``, each a
+    ``register(app)``): the service's ``serve``, ``db`` and ``token``, the trainers' ``task``."""
+    for entry in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        entry.load()(cli)
+
+
+COMMANDS_GROUP = "foldwise.cli"
+_add_installed_commands(app)
 
 
 def _follow(study: Study, interval: float, command: str) -> None:
@@ -322,25 +257,3 @@ def _command(client: Client) -> str:
     """The command line that runs this CLI against ``client``'s service, for a new shell."""
     where = "" if client.url == DEFAULT_URL else f" --url {shlex.quote(client.url)}"
     return f"{program_name()}{where}"
-
-
-def _log_service_events() -> None:
-    """The service's own lines (a study or trial ended, the scheduler's lease) at INFO, in
-    uvicorn's style; other libraries keep their own levels."""
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
-    for name in ("service", "foldwise"):
-        logger = logging.getLogger(name)
-        logger.setLevel(logging.INFO)
-        logger.addHandler(handler)
-
-
-def _setting_problem(exc: ValidationError) -> str:
-    error = exc.errors()[0]
-    where = ".".join(map(str, error["loc"]))
-    message = str(error["msg"]).removeprefix("Value error, ")
-    return f"{where}: {message}" if where else message
-
-
-def _hide_password(url: str) -> str:
-    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)

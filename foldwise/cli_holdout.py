@@ -99,8 +99,8 @@ def models(
     ] = Path("."),
     url: UrlOption = None,
 ) -> None:
-    """Download a trial's fold models and its refits' models (foldwise.load_model rebuilds
-    one)."""
+    """Download a trial's fold models and its refits' models (foldwise.trainers.load_model
+    rebuilds one)."""
     with client_for(ctx, url) as client:
         try:
             paths = client.get_study(study_id).download_models(output, trial=trial)

@@ -27,7 +27,7 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 def fail_without_server(exc: ModuleNotFoundError) -> NoReturn:
     """A missing server extra is for the user to fix; a missing module of ours is a bug."""
-    if (exc.name or "").split(".")[0] in ("foldwise", "service", "optimizers", "trainers"):
+    if (exc.name or "").split(".")[0] == "foldwise":
         raise exc
     fail(
         f"the foldwise service needs the server extras (no module {exc.name!r}): "

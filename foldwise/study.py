@@ -187,7 +187,7 @@ class Study:
         self, directory: str | Path, *, trial: int | None = None, refits: bool = True
     ) -> list[Path]:
         """The fold models of ``trial`` (default: the best) and, with ``refits``, its refits'
-        models, written to ``directory``; ``foldwise.load_model`` rebuilds one."""
+        models, written to ``directory``; ``foldwise.trainers.load_model`` rebuilds one."""
         if trial is None:
             best = self.best_trial
             if best is None:
@@ -279,5 +279,5 @@ class StudyTrial(schemas.TrialSummary):
 
     def download_models(self, directory: str | Path, *, refits: bool = True) -> list[Path]:
         """This trial's fold models (and, with ``refits``, its refits' models) written to
-        ``directory``; ``foldwise.load_model`` rebuilds one."""
+        ``directory``; ``foldwise.trainers.load_model`` rebuilds one."""
         return download_trial_models(self._study, self.number, directory, refits=refits)

@@ -33,8 +33,8 @@ from foldwise.integrations.tune_space import (
     read_space,
     space_from_tune,
 )
+from foldwise.optimizers import BaseOptimizer, Observation, create_optimizer, optimizer_names
 from foldwise.spec import Direction
-from optimizers import BaseOptimizer, Observation, create_optimizer, optimizer_names
 
 STATE_FORMAT = "foldwise.integrations.tune.FoldwiseSearch"
 STATE_VERSION = 1

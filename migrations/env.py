@@ -5,9 +5,9 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection
 
-from service.config import get_settings
-from service.db.engine import make_engine
-from service.db.models import Base
+from foldwise.service.config import get_settings
+from foldwise.service.db.engine import make_engine
+from foldwise.service.db.models import Base
 
 config = context.config
 target_metadata = Base.metadata

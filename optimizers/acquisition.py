@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 
-from optimizers.encoding import SpaceEncoding
-from optimizers.sampling import config_key
+from foldwise.optimizers.encoding import SpaceEncoding
+from foldwise.optimizers.sampling import config_key
 
 Score = Callable[[np.ndarray], np.ndarray]
 Gradient = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from foldwise.optimizers.sampling import config_key
 from foldwise.space import Param
 from foldwise.spec import Direction
-from optimizers.sampling import config_key
 
 MAX_BUDGET = 1_000_000
 """Largest trial budget an optimizer plans for (a study's own limit is lower)."""

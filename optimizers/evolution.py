@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from optimizers.base import BaseOptimizer, check_count, float_option, int_option
-from optimizers.encoding import SpaceEncoding
-from optimizers.genetic import (
+from foldwise.optimizers.base import BaseOptimizer, check_count, float_option, int_option
+from foldwise.optimizers.encoding import SpaceEncoding
+from foldwise.optimizers.genetic import (
     breeding_pool,
     crossover,
     elite_count,
@@ -25,7 +25,7 @@ from optimizers.genetic import (
     mutation_delta,
     tournament,
 )
-from optimizers.sampling import RETRIES, config_key, sample_unique
+from foldwise.optimizers.sampling import RETRIES, config_key, sample_unique
 
 DEFAULT_GENERATIONS = 10
 """Horizon when neither ``generations`` nor ``budget`` is given; later it recedes as 2g + 1."""

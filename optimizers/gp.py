@@ -40,19 +40,19 @@ import numpy as np
 from skopt.acquisition import gaussian_ei
 from threadpoolctl import threadpool_limits
 
-from optimizers.acquisition import Gradient, Score, maximize_acquisition
-from optimizers.base import (
+from foldwise.optimizers.acquisition import Gradient, Score, maximize_acquisition
+from foldwise.optimizers.base import (
     BaseOptimizer,
     check_count,
     choice_option,
     float_option,
     int_option,
 )
-from optimizers.encoding import SpaceEncoding
-from optimizers.gp_model import PRIORS, Columns, ExactGP, Hyper, fit_hyper
-from optimizers.log_ei import log_ei, log_ei_gradient
-from optimizers.output_warp import WARPS, warp_losses
-from optimizers.sampling import config_key, sample_unique, sobol_unique
+from foldwise.optimizers.encoding import SpaceEncoding
+from foldwise.optimizers.gp_model import PRIORS, Columns, ExactGP, Hyper, fit_hyper
+from foldwise.optimizers.log_ei import log_ei, log_ei_gradient
+from foldwise.optimizers.output_warp import WARPS, warp_losses
+from foldwise.optimizers.sampling import config_key, sample_unique, sobol_unique
 
 FIT_POINTS = 100
 """Hyperparameters are fitted on at most this many points, then polished on all of them."""

@@ -14,16 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from foldwise.space import CategoricalParam
-from optimizers.base import (
+from foldwise.optimizers.base import (
     BaseOptimizer,
     OptionError,
     check_count,
     float_option,
     int_option,
 )
-from optimizers.encoding import SpaceEncoding
-from optimizers.sampling import RETRIES, config_key, sample_unique
+from foldwise.optimizers.encoding import SpaceEncoding
+from foldwise.optimizers.sampling import RETRIES, config_key, sample_unique
+from foldwise.space import CategoricalParam
 
 NUMERIC_STEP = 0.2
 """Standard deviation, in unit coordinates, of a numeric parameter's mutation."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from optimizers.base import BaseOptimizer, check_count
-from optimizers.encoding import SpaceEncoding
-from optimizers.sampling import sample_unique
+from foldwise.optimizers.base import BaseOptimizer, check_count
+from foldwise.optimizers.encoding import SpaceEncoding
+from foldwise.optimizers.sampling import sample_unique
 
 
 class RandomOptimizer(BaseOptimizer):

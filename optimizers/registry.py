@@ -6,15 +6,15 @@ from collections.abc import Mapping
 from importlib import import_module
 from typing import Any
 
+from foldwise.optimizers.base import BaseOptimizer, OptionError
 from foldwise.space import Param
 from foldwise.spec import Direction
-from optimizers.base import BaseOptimizer, OptionError
 
 _OPTIMIZERS: dict[str, str] = {  # keyed by foldwise.spec.OPTIMIZER_NAMES (a test holds it)
-    "random": "optimizers.random_search:RandomOptimizer",
-    "gp": "optimizers.gp:GPOptimizer",
-    "evolution": "optimizers.evolution:EvolutionOptimizer",
-    "nas_evolution": "optimizers.nas_evolution:NASEvolutionOptimizer",
+    "random": "foldwise.optimizers.random_search:RandomOptimizer",
+    "gp": "foldwise.optimizers.gp:GPOptimizer",
+    "evolution": "foldwise.optimizers.evolution:EvolutionOptimizer",
+    "nas_evolution": "foldwise.optimizers.nas_evolution:NASEvolutionOptimizer",
 }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import qmc
 
-from optimizers.encoding import SpaceEncoding
+from foldwise.optimizers.encoding import SpaceEncoding
 
 RETRIES = 20
 """Fresh draws per configuration before a duplicate is accepted (the space may be exhausted)."""

@@ -15,16 +15,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp
 
-from service.api.auth import TokenCache, get_principal
-from service.api.deps import check_query_once
-from service.api.errors import (
-    documented,
-    method_not_allowed_handler,
-    validation_error_handler,
-)
-from service.api.http_rules import ErrorsAsJson, HeadAsGet, HttpRules
-from service.api.read_cache import ReadCache
-from service.api.routes import (
+from foldwise.service.api.auth import TokenCache, get_principal
+from foldwise.service.api.read_cache import ReadCache
+from foldwise.service.api.routes import (
     artifacts,
     exports,
     health,
@@ -35,22 +28,30 @@ from service.api.routes import (
     studies,
     trials,
 )
-from service.api.security_headers import SecurityHeaders
-from service.config import Settings, get_settings
-from service.dashboard import sign_in
-from service.dashboard.routes import router as dashboard_router
-from service.dashboard.routes import static_files
-from service.db.engine import SessionRunner
-from service.db.schema import prepare_database
-from service.scheduler.lease import SchedulerLease
-from service.scheduler.scheduler import Scheduler
-from service.scheduler.store import SchedulerStore
+from foldwise.service.config import Settings, get_settings
+from foldwise.service.dashboard import sign_in
+from foldwise.service.dashboard.routes import router as dashboard_router
+from foldwise.service.dashboard.routes import static_files
+from foldwise.service.db.engine import SessionRunner
+from foldwise.service.db.schema import prepare_database
+from foldwise.service.executor.contract import Executor
+from foldwise.service.hardening.errors import (
+    documented,
+    method_not_allowed_handler,
+    validation_error_handler,
+)
+from foldwise.service.hardening.http_rules import ErrorsAsJson, HeadAsGet, HttpRules
+from foldwise.service.hardening.input_rules import check_query_once
+from foldwise.service.hardening.security_headers import SecurityHeaders
+from foldwise.service.scheduler.lease import SchedulerLease
+from foldwise.service.scheduler.scheduler import Scheduler
+from foldwise.service.scheduler.store import SchedulerStore
 
 log = logging.getLogger("foldwise")
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the app; ``uvicorn --factory service.app:create_app`` serves it."""
+    """Build the app; ``uvicorn --factory foldwise.service.app:create_app`` serves it."""
     settings = settings or get_settings()
     app = FastAPIOffline(  # /docs loads Swagger UI from here, not from a CDN
         redoc_url=None,  # ReDoc would still fetch its logo from cdn.redoc.ly
@@ -136,18 +137,18 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 def _freeze_startup_objects() -> None:
     """Move everything start-up made (torch, Ray, the app: long-lived) out of the collector's
-    reach, so a full collection scans only what requests make. Unfrozen, one took ~150 ms here
-    and those pauses were the whole p99 of reads under load."""
+    reach, so a full collection scans only what requests make: a collection that walks all of
+    start-up's objects pauses every request at once (docs/api.md, the load figures)."""
     gc.collect()
     gc.freeze()
 
 
 async def _start_scheduler(
     store: SchedulerStore, lease: SchedulerLease, settings: Settings
-) -> tuple[object, Scheduler]:
-    from service.artifact_store import artifact_store
-    from service.executor import RayExecutor
-    from service.task_code import CodeCache
+) -> tuple[Executor, Scheduler]:
+    from foldwise.service.artifact_store import artifact_store
+    from foldwise.service.executor import RayExecutor
+    from foldwise.service.task_code import CodeCache
 
     executor = RayExecutor(
         address=settings.ray_address,

@@ -18,8 +18,12 @@ from pathlib import Path
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from trainers.artifact_keys import fold_artifact_key, refit_artifact_key, study_artifact_key
-from trainers.report import CHECKPOINT_FILE, MODEL_FILE
+from foldwise.trainers.artifact_keys import (
+    fold_artifact_key,
+    refit_artifact_key,
+    study_artifact_key,
+)
+from foldwise.trainers.report import CHECKPOINT_FILE, MODEL_FILE
 
 CHUNK_BYTES = 1024 * 1024
 

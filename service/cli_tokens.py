@@ -33,8 +33,8 @@ def _database_failure(action: str, exc: Exception) -> NoReturn:
 def _admin() -> Any:
     """The server-side token functions and the default database URL."""
     try:
-        from service import token_admin
-        from service.config import Settings
+        from foldwise.service import token_admin
+        from foldwise.service.config import Settings
     except ModuleNotFoundError as exc:
         fail_without_server(exc)
     return token_admin, Settings().database_url

@@ -26,7 +26,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
-from service.db.models import FoldRunRow, StudyRow, TrialRow
+from foldwise.service.db.models import FoldRunRow, StudyRow, TrialRow
 
 __all__ = ["CONTENT_TYPE_LATEST", "exposition"]
 

@@ -27,8 +27,8 @@ from types import FrameType
 import uvicorn
 from fastapi import FastAPI
 
-from service.config import Settings
-from service.header_limit import bounded_head_protocol
+from foldwise.service.config import Settings
+from foldwise.service.hardening.header_limit import bounded_head_protocol
 
 STARTUP_FAILURE = 3
 """uvicorn's exit status when the app fails to start."""

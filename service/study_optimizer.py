@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from foldwise.optimizers import BaseOptimizer, create_optimizer
 from foldwise.spec import StudySpec
-from optimizers import BaseOptimizer, create_optimizer
 
 
 def build_optimizer(spec: StudySpec, *, warm_observations: int = 0) -> BaseOptimizer:

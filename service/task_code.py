@@ -25,11 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from foldwise.limits import MAX_TASK_CODE_BYTES, MAX_TASK_CODE_FILES
-from service.artifact_store import ArtifactStore
-from trainers.task import BUILTIN_TASKS
+from foldwise.service.artifact_store import ArtifactStore
+from foldwise.trainers.task import BUILTIN_TASKS
 
-OWN_PACKAGES = frozenset({"foldwise", "optimizers", "trainers", "service", "migrations"})
-"""Ours: installed on every node (the image), never shipped."""
+OWN_PACKAGES = frozenset({"foldwise"})
+"""Ours (the server's packages install inside it): installed on every node (the image), never
+shipped. A user's own top-level ``service`` or ``trainers`` package is theirs, and ships."""
 CODE_PREFIX = "code"
 """Where snapshots live in the artifact store: ``code/<hash>.zip``."""
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)

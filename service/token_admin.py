@@ -19,8 +19,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from foldwise.schemas import Role
-from service.db import tokens as token_repo
-from service.db.engine import make_engine, make_session_factory
+from foldwise.service.db import tokens as token_repo
+from foldwise.service.db.engine import make_engine, make_session_factory
 
 PREFIX = "fw_"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")

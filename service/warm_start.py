@@ -23,12 +23,12 @@ from sqlalchemy.orm import Session
 
 from foldwise.limits import MAX_WARM_START_OBSERVATIONS
 from foldwise.schemas import WarmStartSummary
+from foldwise.service.db import studies as study_repo
+from foldwise.service.db import warm_start as warm_repo
+from foldwise.service.db.models import StudyRow
+from foldwise.service.db.warm_start import Finished, Outcome
 from foldwise.space import project
 from foldwise.spec import StudySpec
-from service.db import studies as study_repo
-from service.db import warm_start as warm_repo
-from service.db.models import StudyRow
-from service.db.warm_start import Finished, Outcome
 
 
 @dataclass(frozen=True)

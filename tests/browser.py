@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from service.api.auth import CSRF_COOKIE, TOKEN_COOKIE
+from foldwise.service.api.auth import CSRF_COOKIE, TOKEN_COOKIE
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]

@@ -13,10 +13,10 @@ from typing import Any
 from sqlalchemy import Connection, Engine, insert, select
 
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
+from foldwise.service.db import studies as study_repo
+from foldwise.service.db.engine import make_session_factory
+from foldwise.service.db.models import EpochMetricRow, FoldRunRow, TrialRow
 from foldwise.spec import StudySpec
-from service.db import studies as study_repo
-from service.db.engine import make_session_factory
-from service.db.models import EpochMetricRow, FoldRunRow, TrialRow
 
 FAILURE = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
 PRUNED_REASON = (

@@ -187,8 +187,8 @@ def _admin_token(database_url: str, name: str, root: Path, env: dict[str, str]) 
     from before tokens."""
     if root == ROOT:
         from foldwise.schemas import Role
-        from service.db.schema import upgrade_database
-        from service.token_admin import create_token
+        from foldwise.service.db.schema import upgrade_database
+        from foldwise.service.token_admin import create_token
 
         upgrade_database(database_url)
         return create_token(database_url, name, Role.ADMIN)

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shlex
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 import yaml
 from sqlalchemy.engine import make_url
 
-from service.config import Settings
+from foldwise.service.config import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -186,12 +187,12 @@ def test_the_dockerfile_installs_the_server_and_every_package() -> None:
     assert any(re.search(r"""['"]?\.\[(?:[\w,]*,)?server\b""", line) for line in installs), (
         installs
     )
-    pyproject = (ROOT / "pyproject.toml").read_text()
-    packages = re.search(r"include = \[([^\]]*)\]", pyproject)
-    assert packages
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    folders = set(pyproject["tool"]["setuptools"]["package-dir"].values())
     copied = set(re.findall(r"^COPY (?:--\S+ )*(\w+) ", DOCKERFILE, re.MULTILINE))
-    for package in re.findall(r'"(\w+)\*"', packages[1]):
-        assert package in copied, f"the Dockerfile does not copy {package}/"
+    assert folders >= {"foldwise", "service", "trainers", "optimizers", "migrations"}
+    for folder in folders:
+        assert folder in copied, f"the Dockerfile does not copy {folder}/"
 
 
 def test_the_image_makes_the_artifact_directory_for_its_volume() -> None:

@@ -12,69 +12,73 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Package → top-level modules it must never import (STYLE §1).
+SERVER_PACKAGES = {"service", "trainers", "optimizers", "migrations", "integrations"}
+"""Folders at the top of the checkout that install as ``foldwise.<name>`` (pyproject.toml)."""
+OURS = {"foldwise", *SERVER_PACKAGES}
+
+# Folder → packages it must never import, at module level or inside a function (STYLE §1).
+# foldwise/ is the SDK, the CLI and the spec: it imports nothing else of ours and nothing heavy;
+# the server adds its commands to the CLI through an entry point (group foldwise.cli).
 FORBIDDEN = {
-    "foldwise": {"service", "optimizers", "trainers", "fastapi", "sqlalchemy", "ray", "torch"},
-    "optimizers": {"service", "trainers", "fastapi", "sqlalchemy", "ray", "torch"},
-    "trainers": {"service", "optimizers", "fastapi", "sqlalchemy", "ray"},
+    "foldwise": (OURS - {"foldwise"}) | {"fastapi", "sqlalchemy", "ray", "torch"},
+    "optimizers": {"service", "trainers", "migrations", "integrations"}
+    | {"fastapi", "sqlalchemy", "ray", "torch"},
+    "trainers": {"service", "optimizers", "migrations", "integrations", "fastapi", "sqlalchemy"}
+    | {"ray"},
+    "integrations": {"service", "trainers", "migrations", "fastapi", "sqlalchemy", "torch"},
+    "migrations": {"trainers", "optimizers", "integrations", "ray", "torch"},
 }
-# foldwise's CLI may start the service, but only from inside a command, never at import time.
-# ``foldwise task check`` runs the user's task here, with the trainers of the [server] extra,
-# and ``foldwise.load_model`` rebuilds a saved model with torch, inside the call.
-LAZY_ALLOWED = {("foldwise", "service"), ("foldwise", "trainers"), ("foldwise", "torch")}
-# foldwise/integrations/ puts the optimizers into other tools' search loops (Ray Tune's Searcher),
-# so it is the one place that bridges foldwise, the optimizers and Ray. It ships in the foldwise
-# namespace for users to import (``foldwise.integrations.tune``), but nothing else in foldwise
-# imports it: the SDK and CLI stay free of both (test_import_foldwise_stays_light).
-BRIDGES = {("foldwise", "integrations"): {"optimizers", "ray"}}
+
+
+def _package(module: str) -> str:
+    """The package a dotted module name belongs to: ``foldwise.service.app`` is ``service``,
+    ``foldwise.spec`` is ``foldwise``, ``torch.nn`` is ``torch``."""
+    parts = module.split(".")
+    if parts[0] == "foldwise" and len(parts) > 1 and parts[1] in SERVER_PACKAGES:
+        return parts[1]
+    return parts[0]
 
 
 def _imports(path: Path) -> list[tuple[str, bool]]:
-    """Top-level module names imported by a file, with whether the import is module-level."""
+    """Packages imported by a file, with whether the import is module-level."""
     tree = ast.parse(path.read_text(), filename=str(path))
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
         else:
             continue
         module_level = node in tree.body
-        found.extend((name.split(".")[0], module_level) for name in names)
+        found.extend((_package(name), module_level) for name in names)
     return found
-
-
-def _bridged(relative: Path) -> set[str]:
-    """Modules that the file at ``relative`` may import although its package must not."""
-    return BRIDGES.get(relative.parts[:2], set())
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
 def test_import_boundaries(package: str) -> None:
-    offences = []
-    for path in sorted((ROOT / package).rglob("*.py")):
-        relative = path.relative_to(ROOT)
-        for name, module_level in _imports(path):
-            if name not in FORBIDDEN[package] or name in _bridged(relative):
-                continue
-            if (package, name) in LAZY_ALLOWED and not module_level:
-                continue
-            offences.append(f"{relative} imports {name}")
+    offences = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for name, _ in _imports(path)
+        if name in FORBIDDEN[package]
+    ]
     assert not offences, "\n".join(offences)
 
 
-def test_only_foldwise_integrations_bridges() -> None:
-    assert _bridged(Path("foldwise/integrations/tune.py")) == {"optimizers", "ray"}
-    for elsewhere in ("foldwise/client.py", "foldwise/integrations.py", "optimizers/gp.py"):
-        assert not _bridged(Path(elsewhere)), elsewhere
+def test_migrations_and_the_schema_module_do_not_import_each_other() -> None:
+    """The Alembic environment reads the models; the schema module finds the migrations'
+    folder without importing it."""
+    assert "migrations" not in {name for name, _ in _imports(ROOT / "service/db/schema.py")}
 
 
 def test_import_foldwise_stays_light() -> None:
-    """``import foldwise`` (the SDK and CLI) loads neither Ray, torch nor the optimizers."""
+    """``import foldwise`` and the CLI with every command the server adds load neither Ray,
+    torch, the web or database stack nor the optimizers."""
     code = (
-        "import sys, foldwise, foldwise.integrations\n"
-        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'ray', 'torch', 'optimizers'})\n"
+        "import sys, foldwise, foldwise.integrations, foldwise.cli\n"
+        "heavy = {'ray', 'torch', 'fastapi', 'sqlalchemy', 'foldwise.optimizers'}\n"
+        "heavy = sorted(heavy & set(sys.modules))\n"
         "print(','.join(heavy))"
     )
     done = subprocess.run(
@@ -92,3 +96,28 @@ def test_docker_compose_runs_database_ray_and_service() -> None:
     assert service["environment"]["FOLDWISE_DATABASE_URL"].startswith("postgresql+psycopg://")
     assert "--address=ray-head:6379" in services["ray-worker"]["command"]
     assert "--head" in services["ray-head"]["command"]
+
+
+def test_an_api_instance_that_does_not_schedule_loads_neither_ray_nor_torch(tmp_path) -> None:
+    """The scheduler sees executors through ``service.executor.contract``; Ray, torch and the
+    trainers' data code load only when a scheduler starts its RayExecutor."""
+    code = (
+        "import sys\n"
+        "from fastapi.testclient import TestClient\n"
+        "from foldwise.service.app import create_app\n"
+        "from foldwise.service.config import Settings\n"
+        "settings = Settings(database_url=sys.argv[1], scheduler_enabled=False, auth=False,\n"
+        "                    upgrade_db=True, allowed_hosts=['testserver'])\n"
+        "with TestClient(create_app(settings)) as client:\n"
+        "    assert client.get('/health').status_code == 200\n"
+        "print(','.join(sorted({'ray', 'torch', 'sklearn'} & set(sys.modules))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, f"sqlite:///{tmp_path / 'api.db'}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == ""

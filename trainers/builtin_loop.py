@@ -23,9 +23,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainers.context import FoldContext
-from trainers.ddp import to_device
-from trainers.task import Task, call_hook
+from foldwise.trainers.context import FoldContext
+from foldwise.trainers.ddp import to_device
+from foldwise.trainers.task import Task, call_hook
 
 INTERVALS = ("step", "epoch")
 

@@ -1,6 +1,6 @@
 """``foldwise task check NAME``: one fold of a task trained here, without a service or Ray.
 
-The work is in ``trainers.task_check`` (it needs torch, from the server extras), imported only
+The work is in ``task_check`` (it needs torch, from the server extras), imported only
 when the command runs, so ``foldwise --help`` stays fast.
 """
 
@@ -20,10 +20,15 @@ from foldwise.limits import DEFAULT_CHECK_TIMEOUT_S, MAX_FOLD_TIMEOUT_S
 from foldwise.spec import Direction
 
 if TYPE_CHECKING:
-    from trainers.report import EpochReport
-    from trainers.task_check import CheckSummary, TaskCheck
+    from foldwise.trainers.report import EpochReport
+    from foldwise.trainers.task_check import CheckSummary, TaskCheck
 
 task_app = typer.Typer(help="Try a task here before a study runs it.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``foldwise task`` to the ``foldwise`` CLI (entry point ``foldwise.cli``)."""
+    app.add_typer(task_app, name="task")
 
 
 class Precision(StrEnum):
@@ -110,7 +115,7 @@ def check(
     options_value = _json_object(options, "--options")
     _import_from_here()
     try:
-        from trainers import task_check
+        from foldwise.trainers import task_check
     except ModuleNotFoundError as exc:
         _fail_without_torch(exc)
     try:

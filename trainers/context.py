@@ -31,13 +31,13 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, Dataset, Subset
 
-from trainers.ddp import release_models, wrap_model
-from trainers.fold_channel import FoldChannel
-from trainers.fold_data import EvalShardSampler, TaskData, array_batches, train_sampler
-from trainers.job import FoldJob
-from trainers.lr_schedule import lr_factor, scale_factor, step_scaled
-from trainers.splits import fold_indices
-from trainers.task import Task
+from foldwise.trainers.ddp import release_models, wrap_model
+from foldwise.trainers.fold_channel import FoldChannel
+from foldwise.trainers.fold_data import EvalShardSampler, TaskData, array_batches, train_sampler
+from foldwise.trainers.job import FoldJob
+from foldwise.trainers.lr_schedule import lr_factor, scale_factor, step_scaled
+from foldwise.trainers.splits import fold_indices
+from foldwise.trainers.task import Task
 
 
 class FoldContext:

@@ -21,17 +21,17 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainers.job import FoldJob
-from trainers.monitor import ResourceMonitor
-from trainers.objective import EarlyStopping, SmoothedStopping, improved, make_stopper
-from trainers.rank_exchange import PeersLate, RankExchange, RunAbandoned
-from trainers.report import (
+from foldwise.trainers.job import FoldJob
+from foldwise.trainers.monitor import ResourceMonitor
+from foldwise.trainers.objective import EarlyStopping, SmoothedStopping, improved, make_stopper
+from foldwise.trainers.rank_exchange import PeersLate, RankExchange, RunAbandoned
+from foldwise.trainers.report import (
     RESERVED_METRICS,
     ArtifactKind,
     EpochReport,
     SavedArtifact,
 )
-from trainers.task import BUILTIN_TASKS
+from foldwise.trainers.task import BUILTIN_TASKS
 
 RETURN_GRACE_S = 60.0
 """How long a rank whose fold function returned waits for the others to return too (or a

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, DistributedSampler, Sampler, Subset
 
-from trainers.task import Task, TaskNotFound, takes_argument
+from foldwise.trainers.task import Task, TaskNotFound, takes_argument
 
 
 class ArrayDataset(Dataset):

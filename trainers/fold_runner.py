@@ -22,15 +22,20 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from trainers.context import FoldContext
-from trainers.ddp import COLLECTIVE_TIMEOUT, broadcast_object, process_group, resolve_device
-from trainers.fold_channel import FoldChannel, FoldContractError, FoldStopped
-from trainers.fold_data import TaskData, load_task_data
-from trainers.job import FoldJob
-from trainers.monitor import ResourceMonitor
-from trainers.rank_exchange import PeerFailed, RankExchange, RunAbandoned
-from trainers.report import CHECKPOINT_FILE, FoldEvent, SavedArtifact
-from trainers.task import Loop, Task, resolve_task
+from foldwise.trainers.context import FoldContext
+from foldwise.trainers.ddp import (
+    COLLECTIVE_TIMEOUT,
+    broadcast_object,
+    process_group,
+    resolve_device,
+)
+from foldwise.trainers.fold_channel import FoldChannel, FoldContractError, FoldStopped
+from foldwise.trainers.fold_data import TaskData, load_task_data
+from foldwise.trainers.job import FoldJob
+from foldwise.trainers.monitor import ResourceMonitor
+from foldwise.trainers.rank_exchange import PeerFailed, RankExchange, RunAbandoned
+from foldwise.trainers.report import CHECKPOINT_FILE, FoldEvent, SavedArtifact
+from foldwise.trainers.task import Loop, Task, resolve_task
 
 ABANDON_JOIN_S = 30.0
 """How long an abandoned run waits for its fold function to reach its next report."""
@@ -209,10 +214,10 @@ def fold_function(task: Task) -> Callable[[FoldContext], None]:
     if task.loop is Loop.OWN:
         return task.obj.train_fold
     if task.loop is Loop.LIGHTNING:
-        from trainers.lightning_loop import train_lightning
+        from foldwise.trainers.lightning_loop import train_lightning
 
         return lambda ctx: train_lightning(ctx, task)
-    from trainers.builtin_loop import train_builtin
+    from foldwise.trainers.builtin_loop import train_builtin
 
     return lambda ctx: train_builtin(ctx, task)
 

@@ -19,9 +19,9 @@ import torch
 from sklearn.metrics import f1_score, r2_score
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
-from trainers.ddp import to_device
-from trainers.fold_data import TaskData, array_batches, load_test_data
-from trainers.task import Task, TaskNotFound, resolve_task
+from foldwise.trainers.ddp import to_device
+from foldwise.trainers.fold_data import TaskData, array_batches, load_test_data
+from foldwise.trainers.task import Task, TaskNotFound, resolve_task
 
 KIND_METRICS = {
     "classification": ("loss", "accuracy", "f1"),

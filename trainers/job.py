@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from foldwise.cv import CrossValidation
 from foldwise.spec import EarlyStopping, Objective, StudySpec, TrainerSpec
-from trainers.report import EpochReport
+from foldwise.trainers.report import EpochReport
 
 Backend = Literal["gloo", "nccl"]
 

@@ -29,9 +29,9 @@ from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.plugins.environments import ClusterEnvironment
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 
-from trainers.builtin_loop import loader_options
-from trainers.context import FoldContext
-from trainers.task import Task
+from foldwise.trainers.builtin_loop import loader_options
+from foldwise.trainers.context import FoldContext
+from foldwise.trainers.task import Task
 
 PRECISION = {"32": "32-true", "bf16": "bf16-mixed", "fp16": "16-mixed"}
 """``trainer.precision`` as Lightning names it."""

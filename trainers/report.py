@@ -16,7 +16,7 @@ CHECKPOINT_FILE = "checkpoint.pt"
 MODEL_FILE = "model.pt"
 """The fold's trained model: {task, module, code_hash, params, trainer, fold, refit, epoch,
 metrics, state_dict} and what ``save_model`` added: enough to rebuild it
-(``foldwise.load_model``)."""
+(``foldwise.trainers.load_model``)."""
 
 MEASURED_METRICS = ("epoch_start", "epoch_seconds", "cpu_percent", "rss_mb")
 """What foldwise measures of every epoch, whatever loop trains it (mean over the ranks)."""

@@ -28,9 +28,9 @@ from sklearn.model_selection import (
 )
 
 from foldwise.cv import REPEATABLE_SCHEMES, CVScheme, default_scheme
-from trainers.fold_data import TaskData, per_sample_values
-from trainers.job import FoldJob
-from trainers.task import Task
+from foldwise.trainers.fold_data import TaskData, per_sample_values
+from foldwise.trainers.job import FoldJob
+from foldwise.trainers.task import Task
 
 Fold = tuple[np.ndarray, np.ndarray]
 

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from trainers.report import GPU_METRICS, MEASURED_METRICS, RESERVED_METRICS
+from foldwise.trainers.report import GPU_METRICS, MEASURED_METRICS, RESERVED_METRICS
 
 BUILTIN_TASKS: dict[str, str] = {
-    "digits_mlp": "trainers.builtin.digits_mlp",
-    "nas_mlp": "trainers.builtin.nas_mlp",
-    "nas_cnn": "trainers.builtin.nas_cnn",
+    "digits_mlp": "foldwise.trainers.builtin.digits_mlp",
+    "nas_mlp": "foldwise.trainers.builtin.nas_mlp",
+    "nas_cnn": "foldwise.trainers.builtin.nas_cnn",
 }
 """Built-in task names and the modules that implement them, imported only when resolved."""
 

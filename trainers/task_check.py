@@ -25,15 +25,15 @@ from pydantic import ValidationError
 
 from foldwise.limits import DEFAULT_CHECK_TIMEOUT_S
 from foldwise.spec import Objective, TrainerSpec
-from trainers.ddp import free_port
-from trainers.fold_channel import FoldContractError, RankReturnedAlone
-from trainers.fold_data import TaskData, array_batches, load_task_data
-from trainers.fold_runner import FoldRunner, FoldTimedOut, run_fold
-from trainers.job import FoldJob
-from trainers.objective import fold_value
-from trainers.rank_exchange import PeerFailed, RunAbandoned
-from trainers.report import RESERVED_METRICS, EpochReport
-from trainers.task import BUILTIN_TASKS, Loop, Task, TaskNotFound, resolve_task
+from foldwise.trainers.ddp import free_port
+from foldwise.trainers.fold_channel import FoldContractError, RankReturnedAlone
+from foldwise.trainers.fold_data import TaskData, array_batches, load_task_data
+from foldwise.trainers.fold_runner import FoldRunner, FoldTimedOut, run_fold
+from foldwise.trainers.job import FoldJob
+from foldwise.trainers.objective import fold_value
+from foldwise.trainers.rank_exchange import PeerFailed, RunAbandoned
+from foldwise.trainers.report import RESERVED_METRICS, EpochReport
+from foldwise.trainers.task import BUILTIN_TASKS, Loop, Task, TaskNotFound, resolve_task
 
 DEVICES = ("cpu", "cuda")
 BUILTIN_TIMINGS = frozenset({"train_seconds", "val_seconds", "samples_per_second"})

@@ -9,14 +9,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from foldwise.cv import LABELLED_SCHEMES, default_scheme
+from foldwise.optimizers.base import OptionError
+from foldwise.service.admission.cluster_fit import NodeCapacity, fold_fit_problem
+from foldwise.service.admission.task_policy import (
+    Describe,
+    task_choices,
+    task_name_problem,
+    task_profile,
+)
+from foldwise.service.hardening.errors import invalid_field
+from foldwise.service.study_optimizer import build_optimizer
+from foldwise.service.task_code import CodeCache, CodeSnapshot, TaskCodeError, snapshot_task
 from foldwise.spec import StudySpec, TrainerSpec
-from optimizers.base import OptionError
-from service.api.errors import invalid_field
-from service.cluster_fit import NodeCapacity, fold_fit_problem
-from service.study_optimizer import build_optimizer
-from service.task_code import CodeCache, CodeSnapshot, TaskCodeError, snapshot_task
-from service.task_policy import Describe, task_choices, task_name_problem, task_profile
-from trainers.task import Loop, TaskNotFound, TaskProfile
+from foldwise.trainers.task import Loop, TaskNotFound, TaskProfile
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainers.task import BUILTIN_TASKS, TaskNotFound, TaskProfile, resolve_task
+from foldwise.limits import TASK_DESCRIBE_TIMEOUT_S
+from foldwise.trainers.task import BUILTIN_TASKS, TaskNotFound, TaskProfile, resolve_task
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DESCRIBE_TIMEOUT_S = 60.0
+DESCRIBE_TIMEOUT_S = TASK_DESCRIBE_TIMEOUT_S
 _DESCRIBE = (
-    "import json, sys; from trainers.task import resolve_task; "
+    "import json, sys; from foldwise.trainers.task import resolve_task; "
     "print(resolve_task(sys.argv[1]).profile(json.loads(sys.argv[2])).to_json())"
 )
 
@@ -89,7 +89,7 @@ def describe_in_subprocess(
     when it cannot be loaded."""
     env = scrubbed_environment()
     first = None if code is None else str(code.parent)
-    paths = (first, os.getcwd(), str(REPO_ROOT), env.get("PYTHONPATH"))
+    paths = (first, os.getcwd(), env.get("PYTHONPATH"))
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # the snapshot's folder stays as it was unpacked
     try:
@@ -105,7 +105,7 @@ def describe_in_subprocess(
         raise TaskNotFound(f"task {name!r}: loading it took more than {timeout:g} s") from exc
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines() or ["it could not be loaded"]
-        raise TaskNotFound(lines[-1].removeprefix("trainers.task.TaskNotFound: "))
+        raise TaskNotFound(lines[-1].removeprefix("foldwise.trainers.task.TaskNotFound: "))
     said = done.stdout.strip().splitlines()
     try:  # its code may have printed too, or ended the process before the answer
         return TaskProfile.from_json(said[-1])

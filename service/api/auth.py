@@ -18,10 +18,10 @@ from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
 
 from foldwise.schemas import Role
-from service.api.deps import DbDep
-from service.config import ip_address, is_loopback
-from service.db import tokens as token_repo
-from service.token_admin import hash_secret
+from foldwise.service.api.deps import DbDep
+from foldwise.service.config import ip_address, is_loopback
+from foldwise.service.db import tokens as token_repo
+from foldwise.service.token_admin import hash_secret
 
 TOKEN_COOKIE = "foldwise_token"
 CSRF_COOKIE = "foldwise_csrf"
@@ -55,11 +55,12 @@ ANONYMOUS_ADMIN = Principal("local", Role.ADMIN)
 
 def anonymous_admin(request: Request) -> Principal:
     """``ANONYMOUS_ADMIN`` for a request from this machine, when auth is off; a 403 for one from
-    elsewhere. Settings refuse auth off on a host that is not loopback, but an app served some
-    other way (``uvicorn --factory service.app:create_app --host 0.0.0.0``) listens where its
-    server says: the connection tells. Its client and the address it reached must be loopback
-    (a server that trusts ``X-Forwarded-For`` from anywhere rewrites the client, never the
-    address reached), and a request a proxy relayed is refused, as it may come from anywhere."""
+    elsewhere. Settings refuse auth off on a host that is not loopback, but an app served
+    some other way (``uvicorn --factory foldwise.service.app:create_app --host 0.0.0.0``)
+    listens where its server says: the connection tells. Its client and the address it
+    reached must be loopback (a server that trusts ``X-Forwarded-For`` from anywhere rewrites
+    the client, never the address reached), and a request a proxy relayed is refused, as it
+    may come from anywhere."""
     problem = _not_from_this_machine(request)
     if problem is not None:
         raise HTTPException(

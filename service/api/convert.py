@@ -8,8 +8,8 @@ from sqlalchemy.orm import Session
 
 from foldwise import schemas
 from foldwise.schemas import TrialStatus
-from service.db import studies as study_repo
-from service.db.models import FoldRunRow, RefitRow, StudyRow, TrialRow
+from foldwise.service.db import studies as study_repo
+from foldwise.service.db.models import FoldRunRow, RefitRow, StudyRow, TrialRow
 
 
 def studies_out(session: Session, rows: Sequence[StudyRow]) -> list[schemas.Study]:

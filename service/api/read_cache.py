@@ -26,10 +26,10 @@ from pydantic import BaseModel
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
-from service.api.deps import DbDep
-from service.api.errors import documented
-from service.db import studies as study_repo
-from service.db.engine import SessionRunner
+from foldwise.service.api.deps import DbDep
+from foldwise.service.db import studies as study_repo
+from foldwise.service.db.engine import SessionRunner
+from foldwise.service.hardening.errors import documented
 
 T = TypeVar("T")
 

@@ -12,12 +12,12 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from foldwise.json_values import find_unsafe
+from foldwise.service.api.auth import Principal, get_principal
+from foldwise.service.dashboard.sign_in import SignedInDep
+from foldwise.service.hardening.input_rules import StudyId, TrialNumber
+from foldwise.service.hardening.security_headers import page_policy
+from foldwise.service.hardening.strict_json import StrictJSONRoute
 from foldwise.spec_text import SpecTextError, parse_spec_text
-from service.api.auth import Principal, get_principal
-from service.api.deps import StudyId, TrialNumber
-from service.api.security_headers import page_policy
-from service.api.strict_json import StrictJSONRoute
-from service.dashboard.sign_in import SignedInDep
 
 HERE = Path(__file__).parent
 PLOTLY = "plotly-basic-4.1.1.min.js"

@@ -15,7 +15,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
 from pydantic import BaseModel, Field
 
-from service.api.auth import (
+from foldwise.service.api.auth import (
     CSRF_COOKIE,
     TOKEN_COOKIE,
     Principal,
@@ -23,8 +23,8 @@ from service.api.auth import (
     check_same_origin_only,
     check_token,
 )
-from service.api.deps import DbDep
-from service.api.strict_json import StrictJSONRoute
+from foldwise.service.api.deps import DbDep
+from foldwise.service.hardening.strict_json import StrictJSONRoute
 
 SESSION_SECONDS = 7 * 24 * 3600
 SIGN_IN = "/dashboard/sign-in"

@@ -9,8 +9,8 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from foldwise.schemas import FoldStatus, TrialStatus
-from service.db.models import EpochMetricRow, FoldRunRow, TrialRow, utcnow
-from trainers.report import ArtifactKind, EpochReport
+from foldwise.service.db.models import EpochMetricRow, FoldRunRow, TrialRow, utcnow
+from foldwise.trainers.report import ArtifactKind, EpochReport
 
 
 def start_fold_run(session: Session, trial_id: int, fold: int) -> FoldRunRow:

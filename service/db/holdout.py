@@ -9,9 +9,9 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from foldwise.schemas import JobStatus
+from foldwise.service.db import refits as refit_repo
+from foldwise.service.db.models import StudyRow, utcnow
 from foldwise.spec import StudySpec
-from service.db import refits as refit_repo
-from service.db.models import StudyRow, utcnow
 
 
 def queue_holdout(

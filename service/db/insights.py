@@ -1,7 +1,6 @@
-"""Aggregate queries behind the dashboard's plots: compact rows, sampled on the server.
-
-Functions take the caller's session and never commit. A study of 10,000 trials × 5 folds × 20
-epochs must not be shipped whole to a browser, so these return only what a plot draws.
+"""Aggregate queries behind the dashboard's plots: compact rows, which ``plot_sampling`` then
+thins on the server (a study of 10,000 trials × 5 folds × 20 epochs is not shipped whole to a
+browser). Functions take the caller's session and never commit.
 """
 
 from __future__ import annotations
@@ -9,13 +8,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from foldwise.schemas import FoldStatus, TrialStatus
-from service.db.models import EpochMetricRow, FoldRunRow, TrialRow
+from foldwise.service.db.models import EpochMetricRow, FoldRunRow, TrialRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,17 +38,6 @@ class PrunedPoint:
     value_folds: int | None
     finished_at: datetime | None
     reason: str | None = None
-
-
-class _Ranked(Protocol):
-    @property
-    def number(self) -> int: ...
-
-    @property
-    def value(self) -> float: ...
-
-
-P = TypeVar("P", bound=_Ranked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,35 +112,6 @@ def _by_number(
     return found
 
 
-def best_so_far(points: Sequence[Point], *, maximize: bool) -> list[Point]:
-    """The trials that improved on every lower-numbered one: the steps of the best-so-far line."""
-    steps: list[Point] = []
-    for point in sorted(points, key=lambda p: p.number):
-        if not steps or _better(point.value, steps[-1].value, maximize):
-            steps.append(point)
-    return steps
-
-
-def downsample(points: Sequence[P], max_points: int, *, maximize: bool) -> list[P]:
-    """At most ``max_points`` points: the best quarter of the budget, then each bucket's extremes.
-
-    The best trials are what a user looks for; the per-bucket minimum and maximum keep the
-    envelope of the history (and the spread on every axis) where a stride would lose it.
-    """
-    if len(points) <= max_points:
-        return list(points)
-    ranked = sorted(points, key=lambda p: -p.value if maximize else p.value)
-    keep: dict[int, P] = {p.number: p for p in ranked[: max_points // 4]}
-    buckets = max(1, (max_points - len(keep)) // 2)
-    size = -(-len(points) // buckets)
-    ordered = sorted(points, key=lambda p: p.number)
-    for start in range(0, len(ordered), size):
-        chunk = ordered[start : start + size]
-        for point in (min(chunk, key=_value), max(chunk, key=_value)):
-            keep.setdefault(point.number, point)
-    return sorted(keep.values(), key=lambda p: p.number)
-
-
 def count_completed(session: Session, study_id: int) -> int:
     return _count(session, study_id, TrialStatus.COMPLETED)
 
@@ -224,14 +183,6 @@ def running_curves(
         CurveRow(i, n, f, a, e, _number(m.get(metric)))
         for i, n, f, a, e, m in session.execute(query)
     ]
-
-
-def _better(value: float, incumbent: float, maximize: bool) -> bool:
-    return value > incumbent if maximize else value < incumbent
-
-
-def _value(point: _Ranked) -> float:
-    return point.value
 
 
 def _number(raw: Any) -> float | None:

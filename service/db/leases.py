@@ -8,7 +8,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
-from service.db.models import SchedulerLeaseRow, utcnow
+from foldwise.service.db.models import SchedulerLeaseRow, utcnow
 
 
 def db_now_ms(session: Session) -> ColumnElement[int]:

@@ -16,9 +16,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from foldwise.schemas import FoldStatus, JobStatus, StudyStatus, TrialStatus
-from foldwise.spec import StudySpec
-from service.db import studies as study_repo
-from service.db.models import (
+from foldwise.service.db import studies as study_repo
+from foldwise.service.db.models import (
     EpochMetricRow,
     FoldRunRow,
     RefitRow,
@@ -26,8 +25,9 @@ from service.db.models import (
     TrialRow,
     utcnow,
 )
-from trainers.objective import fold_value
-from trainers.report import ArtifactKind, EpochReport
+from foldwise.spec import StudySpec
+from foldwise.trainers.objective import fold_value
+from foldwise.trainers.report import ArtifactKind, EpochReport
 
 OPEN = (JobStatus.QUEUED, JobStatus.RUNNING)
 ENDED = (StudyStatus.COMPLETED, StudyStatus.STOPPED, StudyStatus.FAILED)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from pathlib import Path
 
 from alembic import command
@@ -10,10 +11,18 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
-import migrations
-from service.db.engine import make_engine
+from foldwise.service.db.engine import make_engine
 
-MIGRATIONS_DIR = Path(migrations.__file__).parent
+
+def _migrations_dir() -> Path:
+    """The Alembic folder (foldwise.migrations), found without importing it: its environment
+    imports the models, so importing it here would make the two import each other."""
+    spec = find_spec("foldwise.migrations")
+    assert spec is not None and spec.submodule_search_locations, "foldwise.migrations is missing"
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+MIGRATIONS_DIR = _migrations_dir()
 
 
 class OutdatedSchema(RuntimeError):

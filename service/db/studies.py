@@ -11,8 +11,8 @@ from sqlalchemy.orm import Session, aliased
 from sqlalchemy.sql import Select
 
 from foldwise.schemas import StudyStatus, TrialStatus
+from foldwise.service.db.models import StudyRow, TrialRow, utcnow
 from foldwise.spec import StudySpec
-from service.db.models import StudyRow, TrialRow, utcnow
 
 ACTIVE = (StudyStatus.QUEUED, StudyStatus.RUNNING)
 

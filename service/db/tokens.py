@@ -8,7 +8,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from foldwise.schemas import Role
-from service.db.models import TokenRow, utcnow
+from foldwise.service.db.models import TokenRow, utcnow
 
 
 def create_token(session: Session, name: str, role: Role, secret_hash: str) -> TokenRow:

@@ -10,8 +10,8 @@ from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.sql.elements import ColumnElement
 
 from foldwise.schemas import FoldStatus, TrialStatus
+from foldwise.service.db.models import FoldRunRow, TrialRow, utcnow
 from foldwise.trials_csv import TrialRecord
-from service.db.models import FoldRunRow, TrialRow, utcnow
 
 TrialSort = str
 """`number`, `value`, `duration` or `params.<name>`, descending with a leading `-`; or `best`."""

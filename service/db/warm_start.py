@@ -12,8 +12,8 @@ from sqlalchemy import ColumnElement, func, insert, select, tuple_
 from sqlalchemy.orm import Session
 
 from foldwise.schemas import TrialStatus
-from service.db.models import TrialRow, WarmStartObservationRow
-from service.db.trials import FINISHED, STOPPED_ERROR
+from foldwise.service.db.models import TrialRow, WarmStartObservationRow
+from foldwise.service.db.trials import FINISHED, STOPPED_ERROR
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-from service.task_code import OWN_PACKAGES, find_package
+from foldwise.service.task_code import OWN_PACKAGES, find_package
 
 log = logging.getLogger(__name__)
 

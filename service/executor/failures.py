@@ -13,38 +13,12 @@ import traceback
 import ray
 
 from foldwise.ansi import strip_ansi
-from trainers.fold_channel import FoldContractError, RankError
-from trainers.rank_exchange import PeerFailed
-from trainers.splits import SplitError
+from foldwise.service.executor.contract import FoldFailed
+from foldwise.trainers.fold_channel import FoldContractError, RankError
+from foldwise.trainers.rank_exchange import PeerFailed
+from foldwise.trainers.splits import SplitError
 
 log = logging.getLogger(__name__)
-
-
-class FoldFailed(Exception):
-    """A fold run failed.
-
-    `retryable` is True when relaunching may succeed (workers died, the process group broke) and
-    False when the user's code raised; then `message` and `traceback` are the original exception's.
-    `workers_intact`: every rank stopped cleanly (the same error at the same report), so the
-    workers went back to the pool. `fatal`: every fold of every trial would fail the same way
-    (the data cannot be split as the study asks), so the study ends at once.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        traceback: str = "",
-        retryable: bool = False,
-        *,
-        workers_intact: bool = False,
-        fatal: bool = False,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.traceback = traceback
-        self.retryable = retryable
-        self.workers_intact = workers_intact
-        self.fatal = fatal
 
 
 PROCESS_ERRORS = (

@@ -10,9 +10,9 @@ from typing import Any
 
 import ray
 
-from service.executor.failures import FoldFailed
-from service.executor.pool import TaskCode, WorkerPool
-from trainers.job import FoldJob
+from foldwise.service.executor.contract import FoldFailed
+from foldwise.service.executor.pool import TaskCode, WorkerPool
+from foldwise.trainers.job import FoldJob
 
 
 async def score_in_worker(

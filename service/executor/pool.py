@@ -22,8 +22,8 @@ import ray
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from service.executor.code_shipping import code_runtime_env
-from service.executor.worker import DDPWorker
+from foldwise.service.executor.code_shipping import code_runtime_env
+from foldwise.service.executor.worker import DDPWorker
 
 log = logging.getLogger(__name__)
 

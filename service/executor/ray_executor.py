@@ -20,22 +20,25 @@ from typing import Any
 
 import ray
 
-from service.artifact_store import ArtifactStore
-from service.cluster_fit import NodeCapacity
-from service.executor.code_shipping import task_module_paths
-from service.executor.failures import FoldFailed, fold_failure, is_root_cause
-from service.executor.holdout_scoring import score_in_worker
-from service.executor.pool import TaskCode, WorkerGroup, WorkerPool
-from service.executor.ray_init import init_ray
-from service.executor.ray_reaper import RayReaper, local_raylet_pid, start_ray_reaper
-from service.metrics import FOLD_QUEUE_WAIT
-from service.task_code import CodeCache, TaskCodeError
-from trainers.job import FoldJob, trained_seconds
-from trainers.report import FoldEvent, SavedArtifact
+from foldwise.service.admission.cluster_fit import NodeCapacity
+from foldwise.service.admission.task_policy import DESCRIBE_TIMEOUT_S
+from foldwise.service.artifact_store import ArtifactStore
+from foldwise.service.executor.code_shipping import task_module_paths
+from foldwise.service.executor.contract import FoldRunStats
+from foldwise.service.executor.failures import FoldFailed, fold_failure, is_root_cause
+from foldwise.service.executor.holdout_scoring import score_in_worker
+from foldwise.service.executor.pool import TaskCode, WorkerGroup, WorkerPool
+from foldwise.service.executor.ray_init import init_ray
+from foldwise.service.executor.ray_reaper import RayReaper, local_raylet_pid, start_ray_reaper
+from foldwise.service.executor.task_probe import describe_remotely
+from foldwise.service.metrics import FOLD_QUEUE_WAIT
+from foldwise.service.task_code import CodeCache, TaskCodeError
+from foldwise.trainers.job import FoldJob, trained_seconds
+from foldwise.trainers.report import FoldEvent, SavedArtifact
+from foldwise.trainers.task import TaskProfile
 
 log = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 __all__ = ["FoldFailed", "FoldRunStats", "RayExecutor", "fold_failure"]
 
 FAILURE_GRACE_S = 10.0
@@ -55,26 +58,6 @@ CAPACITY_TIMEOUT_S = 5.0
 """How long ``describe_capacity`` waits for Ray's answer."""
 _RUN_KEYS = itertools.count(1)
 """Numbers that make each fold run's key unique, so a late stop never hits the next run."""
-
-
-@dataclasses.dataclass
-class FoldRunStats:
-    """Timings of one fold run: `overhead_seconds` is what the executor adds around training;
-    `placement` is where its ranks ran ({rank, node_id, node_ip, gpu_ids}), once placed."""
-
-    world_size: int
-    placement: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    cold: bool = False
-    epochs: int = 0
-    acquire_seconds: float = 0.0
-    placing_since: float | None = None
-    """``time.monotonic()`` when the run began to wait for its workers; None once it has them."""
-    wall_seconds: float = 0.0
-    train_seconds: float = 0.0
-
-    @property
-    def overhead_seconds(self) -> float:
-        return self.wall_seconds - self.train_seconds
 
 
 class RayExecutor:
@@ -172,14 +155,7 @@ class RayExecutor:
         started = time.perf_counter()
         stats = stats or FoldRunStats(world_size=job.world_size)
         self.last_run_stats = stats
-        if 0 < gpus_per_worker < 1 and job.world_size > 1:  # ranks would share a GPU
-            raise FoldFailed(
-                "nccl needs a whole GPU per rank: use gpus_per_worker >= 1 with "
-                "more than one worker per fold",
-                retryable=False,
-            )
-        if gpus_per_worker > 0 and job.backend != "nccl":
-            job = dataclasses.replace(job, backend="nccl")
+        job = _with_backend(job, gpus_per_worker)
         group = await self._acquire(job, cpus_per_worker, gpus_per_worker, stats)
         stats.acquire_seconds = time.perf_counter() - started
         FOLD_QUEUE_WAIT.observe(stats.acquire_seconds)
@@ -187,19 +163,9 @@ class RayExecutor:
         if stop is not None and stop.is_set():  # stopped while it waited for its workers
             self.pool.release(group)
             return
-        if timeout is None:
-            timeout = job.trainer.fold_timeout
-        deadline = time.monotonic() + timeout
         reusable = False
         try:
-            restore = await self._restore_for(job)
-            async for event in self._stream(group, job, deadline, timeout, stop, restore):
-                if isinstance(event, SavedArtifact):
-                    await self._keep(job, event)
-                else:
-                    stats.epochs += 1
-                    stats.train_seconds += trained_seconds([event])
-                    stats.wall_seconds = time.perf_counter() - started
+            async for event in self._train(group, job, stats, started, timeout, stop):
                 yield event
             reusable = True
         except _StuckRanks as stuck:  # the fold's results are all in; its workers are not sound
@@ -219,6 +185,30 @@ class RayExecutor:
                 self.pool.release(group)
             else:  # failed, cancelled, or abandoned by the caller
                 self.pool.discard(group)
+
+    async def _train(
+        self,
+        group: WorkerGroup,
+        job: FoldJob,
+        stats: FoldRunStats,
+        started: float,
+        timeout: float | None,
+        stop: asyncio.Event | None,
+    ) -> AsyncIterator[FoldEvent]:
+        """Stream ``job``'s run on ``group`` (from its checkpoint, for a retried attempt):
+        rank 0's reports, counted in ``stats``, and its files, once stored."""
+        if timeout is None:
+            timeout = job.trainer.fold_timeout
+        deadline = time.monotonic() + timeout
+        restore = await self._restore_for(job)
+        async for event in self._stream(group, job, deadline, timeout, stop, restore):
+            if isinstance(event, SavedArtifact):
+                await self._keep(job, event)
+            else:
+                stats.epochs += 1
+                stats.train_seconds += trained_seconds([event])
+                stats.wall_seconds = time.perf_counter() - started
+            yield event
 
     async def _acquire(
         self, job: FoldJob, cpus: float, gpus: float, stats: FoldRunStats
@@ -410,6 +400,14 @@ class RayExecutor:
         nodes = health["nodes"]
         return f"Ray has {free} free on {nodes} alive node{'s' if nodes != 1 else ''}"
 
+    def describe_task(
+        self, name: str, code: Path | None = None, options: dict[str, Any] | None = None
+    ) -> TaskProfile:
+        """A user task's profile, loaded in a worker from ``code`` (the unpacked snapshot of
+        its package) when given, with the study's ``trainer.options`` (blocking); see
+        ``service.admission.task_policy``."""
+        return describe_remotely(name, DESCRIBE_TIMEOUT_S, code, options)
+
     def node_capacities(self) -> list[NodeCapacity]:
         """CPUs and GPUs of each alive node, in all (blocking: a call to Ray's GCS)."""
         if not ray.is_initialized():
@@ -435,16 +433,30 @@ class RayExecutor:
         """The job's runtime environment: the task modules' code as `py_modules` (a group
         with a snapshot of its own replaces them: see ``TaskCode``); on a local Ray (this
         machine) also the project's source tree, for a checkout that is not installed, and the
-        service's own PYTHONPATH."""
+        service's own PYTHONPATH and working directory (where ``describe_in_subprocess`` finds
+        a task too)."""
         env: dict[str, Any] = {}
         modules = task_module_paths(self.task_modules, [*self.worker_pythonpath, os.getcwd()])
         if modules:
             env["py_modules"] = modules
         if not self.address:
             inherited = filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))
-            paths = [*self.worker_pythonpath, str(REPO_ROOT), *inherited]
+            paths = [*self.worker_pythonpath, os.getcwd(), *inherited]
             env["env_vars"] = {"PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
         return env
+
+
+def _with_backend(job: FoldJob, gpus_per_worker: float) -> FoldJob:
+    """``job`` on NCCL when its ranks have GPUs; ranks that would share a GPU fail it."""
+    if 0 < gpus_per_worker < 1 and job.world_size > 1:
+        raise FoldFailed(
+            "nccl needs a whole GPU per rank: use gpus_per_worker >= 1 with "
+            "more than one worker per fold",
+            retryable=False,
+        )
+    if gpus_per_worker > 0 and job.backend != "nccl":
+        return dataclasses.replace(job, backend="nccl")
+    return job
 
 
 async def _stop_when_set(stop: asyncio.Event, group: WorkerGroup, run_key: str) -> None:

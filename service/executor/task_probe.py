@@ -8,8 +8,8 @@ from typing import Any
 
 import ray
 
-from service.executor.code_shipping import code_runtime_env
-from trainers.task import TaskNotFound, TaskProfile
+from foldwise.service.executor.code_shipping import code_runtime_env
+from foldwise.trainers.task import TaskNotFound, TaskProfile
 
 
 @ray.remote(num_cpus=0, max_retries=0)
@@ -18,7 +18,7 @@ def describe_task(name: str, options: str = "{}") -> tuple[str, str]:
     loaded); imports and, for a class, constructs the user's code. Only plain strings go back:
     an exception of the user's own class would be unpickled, its module imported, in the
     service's process."""
-    from trainers.task import resolve_task
+    from foldwise.trainers.task import resolve_task
 
     try:
         return "profile", resolve_task(name).profile(json.loads(options)).to_json()

@@ -14,8 +14,8 @@ from typing import Any
 
 import ray
 
-from trainers.job import FoldJob
-from trainers.report import FoldEvent
+from foldwise.trainers.job import FoldJob
+from foldwise.trainers.report import FoldEvent
 
 DATA_CACHE_SIZE = 2
 """Data sets a warm worker keeps loaded (most recently used first to stay)."""
@@ -31,7 +31,12 @@ class DDPWorker:
     """
 
     def __init__(self) -> None:
-        from trainers import ddp, fold_data, fold_runner, task  # torch loads here, at start
+        from foldwise.trainers import (  # torch loads here, at start
+            ddp,
+            fold_data,
+            fold_runner,
+            task,
+        )
 
         self._ddp, self._fold_runner, self._fold_data, self._task = (
             ddp,
@@ -117,7 +122,7 @@ class DDPWorker:
         """("scores", the hold-out score of ``models`` on ``job``'s task's test data as JSON,
         ``trainers.holdout``) or ("error", why in one line, then the traceback): only plain
         values go back, never an exception of the user's own class."""
-        from trainers.holdout import score_saved_models
+        from foldwise.trainers.holdout import score_saved_models
 
         try:
             scores = score_saved_models(

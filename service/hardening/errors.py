@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Mount
 from starlette.staticfiles import StaticFiles
 
-from service.task_policy import task_choices
+from foldwise.service.admission.task_policy import task_choices
 
 MAX_ERRORS = 20
 MAX_ECHO = 200

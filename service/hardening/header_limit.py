@@ -1,8 +1,8 @@
 """A bound on a request's head (request line and headers), enforced as its bytes arrive.
 
-uvicorn's httptools protocol has no limit of its own: a 60 MB header was read in full (4.5 s,
-holding up every other client on the event loop) and a 100 MB one took 15 s. Here the head's
-bytes are counted as they come, and past the bound the client gets
+uvicorn's httptools protocol has no limit of its own: a huge header would be read in full,
+holding up every other client on the event loop meanwhile. Here the head's bytes are counted
+as they come, and past the bound the client gets
 ``431 Request Header Fields Too Large`` and the connection is closed, before the parser has
 buffered more than the bound. A body is not counted (``FOLDWISE_MAX_BODY_BYTES`` bounds it).
 """

@@ -14,7 +14,7 @@ import secrets
 from starlette.datastructures import MutableHeaders
 from starlette.types import Message, Receive, Scope, Send
 
-from service.api.http_rules import HttpOnlyMiddleware
+from foldwise.service.hardening.http_rules import HttpOnlyMiddleware
 
 EVERY_ANSWER = {
     "X-Content-Type-Options": "nosniff",

@@ -20,9 +20,9 @@ from fastapi import Depends, HTTPException, Request, Response, status
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 
+from foldwise.service.api.auth import authenticate_first, get_principal
+from foldwise.service.hardening.errors import compact_error
 from foldwise.strict_json import StrictJSONError, loads_strict
-from service.api.auth import authenticate_first, get_principal
-from service.api.errors import compact_error
 
 INLINE_PARSE_BYTES = 64 * 1024
 """Bodies up to this size are parsed on the event loop (a spec is a few kB); larger ones in a

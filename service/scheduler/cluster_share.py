@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from service.cluster_fit import NodeCapacity
+from foldwise.service.admission.cluster_fit import NodeCapacity
 
 EPS = 1e-9
 

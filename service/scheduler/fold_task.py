@@ -15,36 +15,16 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from foldwise.schemas import FoldStatus
+from foldwise.service.executor.contract import Executor, FoldFailed, FoldRunStats
+from foldwise.service.scheduler.pruning import FoldCurves, prune_verdict
+from foldwise.service.scheduler.store import SchedulerStore, TrialHandle
 from foldwise.spec import StudySpec
-from service.executor import FoldFailed, FoldRunStats
-from service.scheduler.pruning import FoldCurves, prune_verdict
-from service.scheduler.store import SchedulerStore, TrialHandle
-from trainers.artifact_keys import fold_artifact_key
-from trainers.job import FoldJob, trained_seconds
-from trainers.objective import fold_value
-from trainers.report import EpochReport, SavedArtifact
-
-
-class FoldExecutor(Protocol):
-    async def describe_capacity(self, *, gpus: bool = False) -> str: ...
-
-    def run_fold(
-        self,
-        job: FoldJob,
-        *,
-        cpus_per_worker: float,
-        gpus_per_worker: float,
-        timeout: float | None = None,
-        stop: asyncio.Event | None = None,
-        stats: FoldRunStats | None = None,
-    ) -> Any: ...
-
-    async def score_models(
-        self, job: FoldJob, models: list[bytes], *, cpus: float, gpus: float = 0.0
-    ) -> dict[str, Any]: ...
+from foldwise.trainers.artifact_keys import fold_artifact_key
+from foldwise.trainers.job import FoldJob, trained_seconds
+from foldwise.trainers.objective import fold_value
+from foldwise.trainers.report import EpochReport, SavedArtifact
 
 
 @dataclass(frozen=True)
@@ -73,7 +53,7 @@ class StudyContext:
     spec: StudySpec
     study_id: int
     store: SchedulerStore
-    executor: FoldExecutor
+    executor: Executor
     curves: FoldCurves | None = None
     code_hash: str | None = None
     """The snapshot of the task's package every fold run of the study runs."""

@@ -20,20 +20,19 @@ from typing import Any, TypeVar
 from sqlalchemy.orm import Session
 
 from foldwise.schemas import JobStatus
+from foldwise.service.artifact_store import artifact_store, fold_model_key
+from foldwise.service.db import holdout as holdout_repo
+from foldwise.service.db import refits as refit_repo
+from foldwise.service.db import trials as trial_repo
+from foldwise.service.db.models import RefitRow, StudyRow
+from foldwise.service.executor.contract import Executor, FoldFailed
+from foldwise.service.scheduler.lease import LeaseLost
+from foldwise.service.scheduler.store import SchedulerStore
 from foldwise.spec import StudySpec
-from service.artifact_store import artifact_store, fold_model_key
-from service.db import holdout as holdout_repo
-from service.db import refits as refit_repo
-from service.db import trials as trial_repo
-from service.db.models import RefitRow, StudyRow
-from service.executor.failures import FoldFailed
-from service.scheduler.fold_task import FoldExecutor
-from service.scheduler.lease import LeaseLost
-from service.scheduler.store import SchedulerStore
-from trainers.artifact_keys import refit_artifact_key
-from trainers.job import FoldJob
-from trainers.report import MODEL_FILE, EpochReport, SavedArtifact
-from trainers.task import TaskProfile
+from foldwise.trainers.artifact_keys import refit_artifact_key
+from foldwise.trainers.job import FoldJob
+from foldwise.trainers.report import MODEL_FILE, EpochReport, SavedArtifact
+from foldwise.trainers.task import TaskProfile
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -76,7 +75,7 @@ class _ScoreAsked:
 class HoldoutRunner:
     """Runs study ``study_id``'s open refits, then its hold-out score, until none is left."""
 
-    def __init__(self, study_id: int, store: SchedulerStore, executor: FoldExecutor) -> None:
+    def __init__(self, study_id: int, store: SchedulerStore, executor: Executor) -> None:
         self.study_id = study_id
         self.store = store
         self.executor = executor

@@ -19,8 +19,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from service.db import leases as lease_repo
-from service.db.engine import SessionRunner
+from foldwise.service.db import leases as lease_repo
+from foldwise.service.db.engine import SessionRunner
 
 log = logging.getLogger(__name__)
 

@@ -16,16 +16,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from service.artifact_store import artifact_store, delete_study_artifacts
-from service.cluster_fit import NodeCapacity
-from service.db import refits as refit_repo
-from service.scheduler.cluster_share import ClusterShare
-from service.scheduler.fold_task import FoldExecutor
-from service.scheduler.holdout_runner import HoldoutRunner
-from service.scheduler.lease import LeaseLost, SchedulerLease
-from service.scheduler.store import SchedulerStore
-from service.scheduler.study_runner import StudyRunner
-from trainers.task import TaskProfile
+from foldwise.service.admission.cluster_fit import NodeCapacity
+from foldwise.service.artifact_store import artifact_store, delete_study_artifacts
+from foldwise.service.db import refits as refit_repo
+from foldwise.service.executor.contract import Executor
+from foldwise.service.scheduler.cluster_share import ClusterShare
+from foldwise.service.scheduler.holdout_runner import HoldoutRunner
+from foldwise.service.scheduler.lease import LeaseLost, SchedulerLease
+from foldwise.service.scheduler.store import SchedulerStore
+from foldwise.service.scheduler.study_runner import StudyRunner
+from foldwise.trainers.task import TaskProfile
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class Scheduler:
     def __init__(
         self,
         store: SchedulerStore,
-        executor: FoldExecutor,
+        executor: Executor,
         lease: SchedulerLease,
         *,
         poll_seconds: float = 1.0,
@@ -89,7 +89,7 @@ class Scheduler:
     def cluster_nodes(self) -> list[NodeCapacity]:
         """What each node of the cluster offers (blocking); empty when Ray does not answer."""
         try:
-            return self.executor.node_capacities()  # type: ignore[attr-defined]
+            return self.executor.node_capacities() or []
         except Exception as exc:  # a submit check must not fail because Ray is slow to answer
             log.warning("could not read the cluster's nodes: %s", exc)
             return []
@@ -99,11 +99,8 @@ class Scheduler:
     ) -> TaskProfile:
         """A user task's profile, loaded in a worker from ``code`` (the unpacked snapshot of
         its package) when given, with the study's ``trainer.options`` (blocking); see
-        ``service.task_policy``."""
-        from service.executor.task_probe import describe_remotely
-        from service.task_policy import DESCRIBE_TIMEOUT_S
-
-        return describe_remotely(name, DESCRIBE_TIMEOUT_S, code, options)
+        ``service.admission.task_policy``."""
+        return self.executor.describe_task(name, code, options)
 
     async def lease_status(self) -> dict[str, Any]:
         try:
@@ -113,7 +110,7 @@ class Scheduler:
 
     def executor_health(self) -> dict[str, Any]:
         try:
-            return self.executor.health()  # type: ignore[attr-defined]
+            return self.executor.health()
         except Exception as exc:  # health must answer even when Ray does not
             return {"ok": False, "detail": str(exc)}
 
@@ -142,9 +139,13 @@ class Scheduler:
         if now - self._capacity_read_at < CAPACITY_SECONDS:
             return
         self._capacity_read_at = now
-        if getattr(self.executor, "node_capacities", None) is None:
-            return  # an executor that cannot tell: no limit
-        self.share.set_capacity(await asyncio.to_thread(self.cluster_nodes))
+        try:
+            nodes = await asyncio.to_thread(self.executor.node_capacities)
+        except Exception as exc:  # Ray slow to answer: keep the share as it is
+            log.warning("could not read the cluster's nodes: %s", exc)
+            return
+        if nodes is not None:  # None: an executor that cannot tell, no limit
+            self.share.set_capacity(nodes)
 
     async def _carry_out_deletions(self) -> None:
         """Delete the studies whose deletion was asked for, once their runners have stopped

@@ -17,19 +17,19 @@ from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
 
+from foldwise.optimizers.base import Observation
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
+from foldwise.service.db import fold_runs as fold_repo
+from foldwise.service.db import studies as study_repo
+from foldwise.service.db import trials as trial_repo
+from foldwise.service.db import warm_start as warm_repo
+from foldwise.service.db.engine import SessionRunner
+from foldwise.service.db.models import StudyRow, TrialRow, utcnow
+from foldwise.service.db.trials import STOPPED_ERROR
+from foldwise.service.metrics import FOLDS_ENDED, TRIALS_ENDED
+from foldwise.service.scheduler.racing import Incumbent
 from foldwise.spec import StudySpec
-from optimizers.base import Observation
-from service.db import fold_runs as fold_repo
-from service.db import studies as study_repo
-from service.db import trials as trial_repo
-from service.db import warm_start as warm_repo
-from service.db.engine import SessionRunner
-from service.db.models import StudyRow, TrialRow, utcnow
-from service.db.trials import STOPPED_ERROR
-from service.metrics import FOLDS_ENDED, TRIALS_ENDED
-from service.scheduler.racing import Incumbent
-from trainers.report import ArtifactKind, EpochReport
+from foldwise.trainers.report import ArtifactKind, EpochReport
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

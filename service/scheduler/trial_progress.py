@@ -13,8 +13,8 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from service.scheduler.fold_task import FoldTask
-from service.scheduler.store import TrialHandle
+from foldwise.service.scheduler.fold_task import FoldTask
+from foldwise.service.scheduler.store import TrialHandle
 
 
 @dataclass

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -385,52 +384,6 @@ def test_stop(stub, make_study):
     assert "study 7 (digits-mlp) is stopped" in result.stdout
 
 
-def test_serve_without_the_server_extras_says_what_to_install(monkeypatch):
-    monkeypatch.setitem(sys.modules, "uvicorn", None)  # makes `import uvicorn` fail
-    monkeypatch.delitem(sys.modules, "service.server", raising=False)  # as in a new process
-    monkeypatch.delenv("FOLDWISE_PORT", raising=False)  # serve sets it: undone afterwards
-    result = runner.invoke(cli.app, ["serve", "--port", "8123"])
-    assert_one_line_error(result, "no module 'uvicorn'", "pip install 'foldwise[server]'")
-
-
-def test_serve_on_a_busy_port_says_so_before_starting_anything(tmp_path, monkeypatch):
-    pytest.importorskip("service.server")
-    database = tmp_path / "foldwise.db"
-    monkeypatch.setenv("FOLDWISE_DATABASE_URL", f"sqlite:///{database}")
-    for name in ("FOLDWISE_HOST", "FOLDWISE_PORT"):  # serve sets them: undone afterwards
-        monkeypatch.delenv(name, raising=False)
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        result = runner.invoke(cli.app, ["serve", "--host", "127.0.0.1", "--port", str(port)])
-    assert_one_line_error(result, f"cannot listen on 127.0.0.1:{port}", "in use")
-    assert not database.exists()  # nor Ray, nor the scheduler: nothing started before the port
-
-
-def test_db_upgrade_creates_the_schema(tmp_path):
-    pytest.importorskip("service.db.schema")
-    url = f"sqlite:///{tmp_path / 'foldwise.db'}"
-    result = runner.invoke(cli.app, ["db", "upgrade", "--database-url", url])
-    assert result.exit_code == 0, result.output
-    assert f"database {url} is at revision" in result.stdout
-    assert (tmp_path / "foldwise.db").exists()
-
-
-def test_db_upgrade_failure_is_one_line(tmp_path):
-    pytest.importorskip("service.db.schema")
-    url = f"sqlite:///{tmp_path / 'missing-dir' / 'foldwise.db'}"
-    assert_one_line_error(
-        runner.invoke(cli.app, ["db", "upgrade", "--database-url", url]),
-        "cannot upgrade the database",
-    )
-
-
-def test_database_passwords_are_not_printed():
-    url = "postgresql+psycopg://fold:s3cret@db:5432/foldwise"
-    assert cli._hide_password(url) == "postgresql+psycopg://fold:***@db:5432/foldwise"
-
-
 def test_stop_waits_until_the_scheduler_has_stopped_it(stub, make_study):
     answers = iter([make_study(status="running", stop_requested=True)] * 2)
     stub.handle = lambda request: (
@@ -460,7 +413,7 @@ def test_a_missing_token_is_one_line_that_says_what_to_do(stub):
 
 
 def test_token_create_list_revoke_and_save(tmp_path, stub, make_study, monkeypatch):
-    pytest.importorskip("service.db.schema")
+    pytest.importorskip("foldwise.service.db.schema")
     url = f"sqlite:///{tmp_path / 'tokens.db'}"
     assert runner.invoke(cli.app, ["db", "upgrade", "--database-url", url]).exit_code == 0
     created = runner.invoke(
@@ -501,7 +454,7 @@ def test_token_create_list_revoke_and_save(tmp_path, stub, make_study, monkeypat
 def test_a_token_that_cannot_be_saved_is_still_printed(tmp_path, stub, monkeypatch):
     # the token row was created, then writing the credentials file raised a traceback before
     # the secret was printed: a token nobody could use, whose name blocked a second try
-    pytest.importorskip("service.db.schema")
+    pytest.importorskip("foldwise.service.db.schema")
     url = f"sqlite:///{tmp_path / 'tokens.db'}"
     assert runner.invoke(cli.app, ["db", "upgrade", "--database-url", url]).exit_code == 0
     unwritable = tmp_path / "credentials-dir"
@@ -516,7 +469,7 @@ def test_a_token_that_cannot_be_saved_is_still_printed(tmp_path, stub, monkeypat
 
 @pytest.mark.parametrize("command", [["list"], ["revoke", "ci"], ["create", "ci"]])
 def test_token_commands_on_a_database_without_tables_are_one_line(tmp_path, command):
-    pytest.importorskip("service.db.schema")
+    pytest.importorskip("foldwise.service.db.schema")
     url = f"sqlite:///{tmp_path / 'never-upgraded.db'}"
     result = runner.invoke(cli.app, ["token", *command, "--database-url", url])
     assert_one_line_error(result, "OperationalError", "no such table")

@@ -16,8 +16,8 @@ from ray import tune
 from ray.tune.search import Searcher
 
 from foldwise.integrations.tune import FoldwiseSearch
+from foldwise.optimizers import Observation, create_optimizer
 from foldwise.space import contains
-from optimizers import Observation, create_optimizer
 
 SPACE = {"x": tune.uniform(-2.0, 2.0), "n": tune.randint(1, 5), "act": tune.choice(["a", "b"])}
 CONDITIONAL = {

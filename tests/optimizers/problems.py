@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 from pydantic import TypeAdapter
 
+from foldwise.optimizers import BaseOptimizer, Observation
 from foldwise.space import Param
-from optimizers import BaseOptimizer, Observation
 
 Objective = Callable[[dict[str, Any]], float | None]
 

@@ -10,8 +10,8 @@ from benchmarks.optimizer_peers import PEERS, run_peer
 from benchmarks.optimizer_results import ResultStore, Run
 from benchmarks.optimizer_tables import print_quality, ratio_interval
 from benchmarks.optimizers import method_options, parse_space, problems, run_ours
-from optimizers import create_optimizer
-from optimizers.random_search import RandomOptimizer
+from foldwise.optimizers import create_optimizer
+from foldwise.optimizers.random_search import RandomOptimizer
 
 
 def test_a_method_name_carries_optimizer_options_after_colons():

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from foldwise.optimizers.evolution import EvolutionOptimizer
+from foldwise.optimizers.sampling import config_key
 from foldwise.space import contains
-from optimizers.evolution import EvolutionOptimizer
-from optimizers.sampling import config_key
 from tests.optimizers.problems import CONDITIONAL, make_space, observe
 
 LINE = make_space(

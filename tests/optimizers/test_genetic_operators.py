@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from optimizers.genetic import (
+from foldwise.optimizers.genetic import (
     breeding_pool,
     crossover,
     elite_count,

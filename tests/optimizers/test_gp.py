@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import optimizers.gp as gp_module
-from optimizers.acquisition import MIN_GAP, maximize_acquisition, too_close
-from optimizers.encoding import SpaceEncoding
-from optimizers.gp import GPOptimizer, keep_rows, penalize_failures
+import foldwise.optimizers.gp as gp_module
+from foldwise.optimizers.acquisition import MIN_GAP, maximize_acquisition, too_close
+from foldwise.optimizers.encoding import SpaceEncoding
+from foldwise.optimizers.gp import GPOptimizer, keep_rows, penalize_failures
 from tests.optimizers.problems import PLANE, observe
 
 

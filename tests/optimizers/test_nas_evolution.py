@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from foldwise.optimizers.nas_evolution import NASEvolutionOptimizer, _reflect
+from foldwise.optimizers.sampling import config_key
 from foldwise.space import contains
-from optimizers.nas_evolution import NASEvolutionOptimizer, _reflect
-from optimizers.sampling import config_key
 from tests.optimizers.problems import CONDITIONAL, make_space, observe
 
 CELL = make_space(

@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from foldwise.optimizers import BaseOptimizer, create_optimizer
+from foldwise.optimizers.base import Observation
+from foldwise.optimizers.registry import optimizer_names
+from foldwise.optimizers.sampling import config_key
 from foldwise.space import Param, contains
 from foldwise.spec import Direction
-from optimizers import BaseOptimizer, create_optimizer
-from optimizers.base import Observation
-from optimizers.registry import optimizer_names
-from optimizers.sampling import config_key
 from tests.optimizers.problems import (
     CONDITIONAL,
     PLANE,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from foldwise.optimizers import BaseOptimizer, create_optimizer, optimizer_names
+from foldwise.optimizers.registry import optimizer_class
 from foldwise.space import FloatParam
 from foldwise.spec import OPTIMIZER_NAMES, Direction
-from optimizers import BaseOptimizer, create_optimizer, optimizer_names
-from optimizers.registry import optimizer_class
 from tests.optimizers.problems import PLANE
 
 

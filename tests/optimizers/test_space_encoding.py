@@ -8,9 +8,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from foldwise.optimizers.encoding import INACTIVE, SpaceEncoding
+from foldwise.optimizers.sampling import config_key, sample_configs, sample_unique
 from foldwise.space import contains
-from optimizers.encoding import INACTIVE, SpaceEncoding
-from optimizers.sampling import config_key, sample_configs, sample_unique
 from tests.optimizers.problems import CONDITIONAL, TINY, make_space
 
 SHALLOW = {"lr": 1e-3, "depth": 1, "width_1": 64, "act": "tanh"}

@@ -11,11 +11,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from foldwise.schemas import Role
-from service.app import create_app
-from service.config import Settings
-from service.db.engine import SessionRunner
-from service.db.schema import upgrade_database
-from service.token_admin import create_token
+from foldwise.service.app import create_app
+from foldwise.service.config import Settings
+from foldwise.service.db.engine import SessionRunner
+from foldwise.service.db.schema import upgrade_database
+from foldwise.service.token_admin import create_token
 
 
 def signed_in_client(

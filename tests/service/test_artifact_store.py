@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from service.artifact_store import ArtifactStore, delete_study_artifacts
-from trainers.report import CHECKPOINT_FILE, MODEL_FILE
+from foldwise.service.artifact_store import ArtifactStore, delete_study_artifacts
+from foldwise.trainers.report import CHECKPOINT_FILE, MODEL_FILE
 
 
 @pytest.fixture(params=["local", "memory"])

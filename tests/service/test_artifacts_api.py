@@ -13,15 +13,15 @@ import torch
 from fastapi.testclient import TestClient
 
 from foldwise.schemas import FoldStatus, TrialStatus
+from foldwise.service.artifact_store import artifact_store, fold_model_key
+from foldwise.service.db import fold_runs as fold_repo
+from foldwise.service.db import trials as trial_repo
+from foldwise.service.scheduler.fold_task import fold_job
+from foldwise.service.scheduler.store import TrialHandle
 from foldwise.spec import StudySpec
-from service.artifact_store import artifact_store, fold_model_key
-from service.db import fold_runs as fold_repo
-from service.db import trials as trial_repo
-from service.scheduler.fold_task import fold_job
-from service.scheduler.store import TrialHandle
+from foldwise.trainers.report import ArtifactKind, EpochReport
 from tests.service.conftest import signed_in_client
 from tests.service.study_specs import study_spec
-from trainers.report import ArtifactKind, EpochReport
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
+from foldwise.trainers.task import resolve_task
 from tests.live_service import LiveService
 from tests.service.study_specs import study_spec
-from trainers.task import resolve_task
 
 pytestmark = pytest.mark.slow
 

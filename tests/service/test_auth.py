@@ -10,9 +10,9 @@ from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
 from foldwise.schemas import Role
-from service.config import Settings
-from service.db.schema import upgrade_database
-from service.token_admin import TokenError, create_token, list_tokens, revoke_token
+from foldwise.service.config import Settings
+from foldwise.service.db.schema import upgrade_database
+from foldwise.service.token_admin import TokenError, create_token, list_tokens, revoke_token
 from tests.service.conftest import signed_in_client
 from tests.service.study_specs import study_spec
 

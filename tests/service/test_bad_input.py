@@ -15,7 +15,7 @@ from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
 from foldwise.limits import MAX_PARAMS
-from service.api.strict_json import StrictJSONRoute
+from foldwise.service.hardening.strict_json import StrictJSONRoute
 from tests.service.study_specs import study_spec
 
 JSON = {"content-type": "application/json"}
@@ -256,7 +256,7 @@ def test_too_many_parameters_and_oversized_bodies(api: TestClient) -> None:
 
 
 def test_errors_summarise_large_inputs() -> None:
-    from service.api.errors import compact_error
+    from foldwise.service.hardening.errors import compact_error
 
     error = compact_error(
         {"type": "t", "loc": ("body", "x" * 1000), "msg": "m" * 5000, "input": "y" * 10**6}

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from service.cluster_fit import NodeCapacity
-from service.scheduler.cluster_share import ClusterShare
+from foldwise.service.admission.cluster_fit import NodeCapacity
+from foldwise.service.scheduler.cluster_share import ClusterShare
 
 
 def _share(cpus: float, gpus: float = 0.0) -> tuple[ClusterShare, list[int]]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from service.executor.code_shipping import task_module_paths
-from service.executor.ray_executor import REPO_ROOT, RayExecutor
+from foldwise.service.executor.code_shipping import task_module_paths
+from foldwise.service.executor.ray_executor import RayExecutor
 
 
 def test_task_packages_are_found_without_importing_them(tmp_path: Path) -> None:
@@ -15,14 +15,14 @@ def test_task_packages_are_found_without_importing_them(tmp_path: Path) -> None:
     (tmp_path / "labpkg").mkdir()
     (tmp_path / "labpkg" / "__init__.py").write_text("raise SystemExit('imported!')\n")
     (tmp_path / "single_task.py").write_text("raise SystemExit('imported!')\n")
-    prefixes = ["labpkg.tasks", "labpkg", "single_task", "trainers", "json", "no_such_pkg"]
+    prefixes = ["labpkg.tasks", "labpkg", "single_task", "foldwise", "json", "no_such_pkg"]
     paths = task_module_paths(prefixes, [str(tmp_path)])
     assert paths == [str(tmp_path / "labpkg"), str(tmp_path / "single_task.py")]
 
 
 def test_a_cluster_job_ships_task_packages_and_sets_no_path(tmp_path: Path, monkeypatch) -> None:
     """Joining a cluster, nothing of this machine's paths is handed to the workers: the task
-    package goes as `py_modules`; a local Ray (this machine) also gets the source tree."""
+    package goes as `py_modules`; a local Ray (this machine) also gets the working directory."""
     (tmp_path / "labpkg").mkdir()
     (tmp_path / "labpkg" / "__init__.py").write_text("")
     monkeypatch.chdir(tmp_path)
@@ -30,4 +30,4 @@ def test_a_cluster_job_ships_task_packages_and_sets_no_path(tmp_path: Path, monk
     assert cluster.runtime_env() == {"py_modules": [str(tmp_path / "labpkg")]}
     local = RayExecutor(task_modules=["labpkg.tasks"]).runtime_env()
     assert local["py_modules"] == [str(tmp_path / "labpkg")]
-    assert str(REPO_ROOT) in local["env_vars"]["PYTHONPATH"].split(os.pathsep)
+    assert str(tmp_path) in local["env_vars"]["PYTHONPATH"].split(os.pathsep)

@@ -8,13 +8,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from foldwise.schemas import StudyStatus, TrialStatus
-from service.api.read_cache import ENTRY_OVERHEAD, ReadCache, etag_matches, names_any
-from service.db import fold_runs as fold_repo
-from service.db import studies as study_repo
-from service.db import trials as trial_repo
-from service.scheduler.store import SchedulerStore
+from foldwise.service.api.read_cache import ENTRY_OVERHEAD, ReadCache, etag_matches, names_any
+from foldwise.service.db import fold_runs as fold_repo
+from foldwise.service.db import studies as study_repo
+from foldwise.service.db import trials as trial_repo
+from foldwise.service.scheduler.store import SchedulerStore
+from foldwise.trainers.report import EpochReport
 from tests.service.study_specs import study_spec
-from trainers.report import EpochReport
 
 
 def _add_trial(api: TestClient, study_id: int, number: int, value: float) -> None:

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 import ray
 
-from service.executor import FoldFailed, FoldRunStats, RayExecutor
-from service.executor.failures import fold_failure
+from foldwise.service.executor import FoldFailed, FoldRunStats, RayExecutor
+from foldwise.service.executor.failures import fold_failure
+from foldwise.trainers.job import FoldJob
+from foldwise.trainers.report import EpochReport
 from tests.trainers.fold_jobs import make_job
-from trainers.job import FoldJob
-from trainers.report import EpochReport
 
 CPUS = 0.5
 TIMEOUT = 12.0

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from service.scheduler import slot_meter
-from service.scheduler.store import TrialHandle
-from service.scheduler.trial_progress import (
+from foldwise.service.scheduler import slot_meter
+from foldwise.service.scheduler.store import TrialHandle
+from foldwise.service.scheduler.trial_progress import (
     TrialProgress,
     aggregate,
     folds_to_start,

@@ -10,16 +10,16 @@ import pytest
 from sqlalchemy import select
 
 from foldwise.schemas import FoldStatus
+from foldwise.service.db import studies as study_repo
+from foldwise.service.db import trials as trial_repo
+from foldwise.service.db.engine import SessionRunner
+from foldwise.service.db.models import FoldRunRow
+from foldwise.service.db.schema import upgrade_database
+from foldwise.service.executor import RayExecutor
+from foldwise.service.scheduler.fold_task import FoldTask, StudyContext
+from foldwise.service.scheduler.pruning import FoldCurves
+from foldwise.service.scheduler.store import SchedulerStore, TrialHandle
 from foldwise.spec import StudySpec
-from service.db import studies as study_repo
-from service.db import trials as trial_repo
-from service.db.engine import SessionRunner
-from service.db.models import FoldRunRow
-from service.db.schema import upgrade_database
-from service.executor import RayExecutor
-from service.scheduler.fold_task import FoldTask, StudyContext
-from service.scheduler.pruning import FoldCurves
-from service.scheduler.store import SchedulerStore, TrialHandle
 from tests.service.study_specs import tiny_task_spec
 
 pytestmark = pytest.mark.slow

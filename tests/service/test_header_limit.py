@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import uvicorn
 
-from service.header_limit import bounded_head_protocol
+from foldwise.service.hardening.header_limit import bounded_head_protocol
 from tests.live_service import free_port
 
 BOUND = 16 * 1024

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from foldwise.schemas import StudyStatus
-from service.db.models import StudyRow
+from foldwise.service.db.models import StudyRow
 from tests.service.conftest import signed_in_client
 from tests.service.study_specs import study_spec
 

@@ -16,13 +16,13 @@ import pytest
 import torch
 from sqlalchemy import select
 
-import foldwise
 from foldwise.schemas import JobStatus, StudyStatus, TrialStatus
-from service.db.engine import make_engine, make_session_factory
-from service.db.models import RefitRow
+from foldwise.service.db.engine import make_engine, make_session_factory
+from foldwise.service.db.models import RefitRow
+from foldwise.trainers import load_model
+from foldwise.trainers.builtin import digits_mlp
 from tests.live_service import LiveService
 from tests.service.study_specs import study_spec
-from trainers.builtin import digits_mlp
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +51,7 @@ def _spec(**overrides: Any) -> dict[str, Any]:
 
 def _predictions(path: Path, X: np.ndarray) -> np.ndarray:
     """Class probabilities of the model file at ``path``, rebuilt by the public loader."""
-    model = foldwise.load_model(path)
+    model = load_model(path)
     with torch.no_grad():
         return torch.softmax(model(torch.as_tensor(X)), dim=1).numpy()
 
@@ -97,7 +97,9 @@ def test_the_best_trial_is_scored_on_the_test_data_as_the_models_say(
     saved = torch.load(refit_path, weights_only=False)
     assert saved["refit"] is True and saved["params"] == best.params
     assert saved["epoch"] == refit.epochs == len(refit.curve)  # the last epoch's model
-    assert saved["trainer"]["options"] == OPTIONS and saved["module"].startswith("trainers.")
+    assert saved["trainer"]["options"] == OPTIONS and saved["module"].startswith(
+        "foldwise.trainers."
+    )
     assert refit.trial == best.number and refit.test_metrics == holdout.refit
     objective = holdout.objective
     assert objective is not None and (objective.metric, objective.test_metric) == (

@@ -11,23 +11,23 @@ from pathlib import Path
 from typing import Any
 
 from foldwise.schemas import FoldStatus, JobStatus, StudyStatus, TrialStatus
+from foldwise.service.artifact_store import artifact_store, fold_model_key
+from foldwise.service.db import fold_runs as fold_repo
+from foldwise.service.db import holdout as holdout_repo
+from foldwise.service.db import refits as refit_repo
+from foldwise.service.db import studies as study_repo
+from foldwise.service.db import trials as trial_repo
+from foldwise.service.db.engine import SessionRunner
+from foldwise.service.db.models import RefitRow, StudyRow
+from foldwise.service.db.schema import upgrade_database
+from foldwise.service.executor.contract import FoldFailed
+from foldwise.service.scheduler.holdout_runner import HoldoutRunner
+from foldwise.service.scheduler.store import SchedulerStore
 from foldwise.spec import StudySpec
-from service.artifact_store import artifact_store, fold_model_key
-from service.db import fold_runs as fold_repo
-from service.db import holdout as holdout_repo
-from service.db import refits as refit_repo
-from service.db import studies as study_repo
-from service.db import trials as trial_repo
-from service.db.engine import SessionRunner
-from service.db.models import RefitRow, StudyRow
-from service.db.schema import upgrade_database
-from service.executor.failures import FoldFailed
-from service.scheduler.holdout_runner import HoldoutRunner
-from service.scheduler.store import SchedulerStore
+from foldwise.trainers.job import FoldJob
+from foldwise.trainers.report import ArtifactKind, EpochReport, SavedArtifact
+from foldwise.trainers.task import resolve_task
 from tests.service.study_specs import study_spec
-from trainers.job import FoldJob
-from trainers.report import ArtifactKind, EpochReport, SavedArtifact
-from trainers.task import resolve_task
 
 
 class ScriptedExecutor:

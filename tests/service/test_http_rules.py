@@ -11,7 +11,7 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
-from service.api.http_rules import ErrorsAsJson, HeadAsGet
+from foldwise.service.hardening.http_rules import ErrorsAsJson, HeadAsGet
 from tests.service.study_specs import study_spec
 
 JSON = {"content-type": "application/json"}

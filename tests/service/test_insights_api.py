@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 from fastapi.testclient import TestClient
 
 from foldwise.schemas import TrialStatus
-from service.db import fold_runs as fold_repo
-from service.db import studies as study_repo
-from service.db import trials as trial_repo
+from foldwise.service.db import fold_runs as fold_repo
+from foldwise.service.db import studies as study_repo
+from foldwise.service.db import trials as trial_repo
+from foldwise.trainers.report import EpochReport
 from tests.large_study import fill_study
-from trainers.report import EpochReport
 
 TRIALS, FOLDS, EPOCHS, RUNNING = 60, 3, 4, 2
 

@@ -6,7 +6,7 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from foldwise.schemas import Role
-from service.metrics import FOLD_QUEUE_WAIT, SUGGESTION_SECONDS, TRIALS_ENDED
+from foldwise.service.metrics import FOLD_QUEUE_WAIT, SUGGESTION_SECONDS, TRIALS_ENDED
 from tests.service.conftest import signed_in_client
 from tests.service.study_specs import study_spec
 

@@ -11,15 +11,15 @@ from ray.util.placement_group import placement_group, remove_placement_group
 from sqlalchemy import select
 
 from foldwise.schemas import FoldStatus, StudyStatus
+from foldwise.service.db import studies as study_repo
+from foldwise.service.db.engine import SessionRunner
+from foldwise.service.db.models import FoldRunRow, StudyRow
+from foldwise.service.db.schema import upgrade_database
+from foldwise.service.executor import RayExecutor
+from foldwise.service.scheduler import fold_slots
+from foldwise.service.scheduler.store import SchedulerStore
+from foldwise.service.scheduler.study_runner import StudyRunner
 from foldwise.spec import StudySpec
-from service.db import studies as study_repo
-from service.db.engine import SessionRunner
-from service.db.models import FoldRunRow, StudyRow
-from service.db.schema import upgrade_database
-from service.executor import RayExecutor
-from service.scheduler import study_runner
-from service.scheduler.store import SchedulerStore
-from service.scheduler.study_runner import StudyRunner
 from tests.service.study_specs import tiny_task_spec
 
 pytestmark = pytest.mark.slow
@@ -49,7 +49,7 @@ def test_folds_ray_cannot_place_make_the_study_say_why_and_a_removed_placement_i
     # Ray's own CPUs are held outside the service's fold runs (another job on a shared cluster;
     # the same holds when its nodes died): the fold runs had a slot, so the study said nothing
     # and sat "running" with no placement for as long as it lasted
-    monkeypatch.setattr(study_runner, "PLACEMENT_PATIENCE_S", 0.5)
+    monkeypatch.setattr(fold_slots, "PLACEMENT_PATIENCE_S", 0.5)
     url = f"sqlite:///{tmp_path / 'placement.db'}"
     upgrade_database(url)
     db = SessionRunner(url, 2)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from foldwise.racing import Pruning
-from service.scheduler.pruning import FoldCurves, best_so_far, prune_verdict
+from foldwise.service.scheduler.pruning import FoldCurves, best_so_far, prune_verdict
 
 MEDIAN = Pruning(rule="median", warmup_epochs=2, min_runs=3)
 ASHA = Pruning(rule="asha", warmup_epochs=1, min_runs=2, eta=3)

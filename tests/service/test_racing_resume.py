@@ -8,19 +8,20 @@ import asyncio
 import pytest
 
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
+from foldwise.service.db import fold_runs as fold_repo
+from foldwise.service.db import studies as study_repo
+from foldwise.service.db import trials as trial_repo
+from foldwise.service.db.engine import SessionRunner
+from foldwise.service.db.models import TrialRow
+from foldwise.service.executor import RayExecutor
+from foldwise.service.scheduler.fold_task import FoldOutcome
+from foldwise.service.scheduler.store import SchedulerStore
+from foldwise.service.scheduler.study_runner import StudyRunner
+from foldwise.service.scheduler.trial_progress import TrialProgress
+from foldwise.service.scheduler.trial_verdicts import TrialVerdicts
 from foldwise.spec import StudySpec
-from service.db import fold_runs as fold_repo
-from service.db import studies as study_repo
-from service.db import trials as trial_repo
-from service.db.engine import SessionRunner
-from service.db.models import TrialRow
-from service.executor import RayExecutor
-from service.scheduler.fold_task import FoldOutcome, StudyContext
-from service.scheduler.store import SchedulerStore
-from service.scheduler.study_runner import StudyRunner
-from service.scheduler.trial_progress import TrialProgress
+from foldwise.trainers.report import EpochReport
 from tests.service.study_specs import study_spec
-from trainers.report import EpochReport
 
 INCUMBENT = [0.30, 0.32, 0.40]  # fold values of the completed trial 0
 
@@ -98,19 +99,17 @@ def test_a_fold_that_ends_after_its_trial_was_decided_is_stored_cancelled(db) ->
     # the pruned trial rests on the one fold its verdict saw (its CSV row and value agree).
     study_id = _stored_study(db, [0.90])
     store = SchedulerStore(db)
-    runner = StudyRunner(study_id, store, RayExecutor(), poll_seconds=0.05)
 
     async def race() -> None:
         start = await store.begin_study(study_id)
-        spec = StudySpec.model_validate(start.spec)
-        runner.context = StudyContext(spec, study_id, store, runner.executor)
-        runner.incumbent = await store.incumbent(study_id)
+        verdicts = TrialVerdicts(study_id, store, start.spec)
+        await verdicts.read_incumbent()
         (handle,) = start.unfinished
-        trial = runner.trials[handle.id] = TrialProgress(handle, {0: 0.90})
+        trial = verdicts.trials[handle.id] = TrialProgress(handle, {0: 0.90})
         run_id, _ = await store.start_fold_run(study_id, handle.id, 2)
-        await runner._judge(trial)  # pruned on fold 0
+        await verdicts.judge(trial)  # pruned on fold 0
         late = FoldOutcome(2, run_id, FoldStatus.COMPLETED, value=0.2, train_seconds=1.5)
-        await runner._take(trial, late)
+        await verdicts.take(trial, late)
 
     asyncio.run(race())
 

@@ -17,16 +17,22 @@ import pytest
 import ray
 import torch
 
-from service.artifact_store import ArtifactStore
-from service.executor import FoldFailed, FoldRunStats, RayExecutor, ray_executor
-from service.executor.pool import WorkerGroup
-from service.executor.ray_executor import fold_failure
-from service.executor.task_probe import describe_remotely
+from foldwise.service.artifact_store import ArtifactStore
+from foldwise.service.executor import FoldFailed, FoldRunStats, RayExecutor, ray_executor
+from foldwise.service.executor.pool import WorkerGroup
+from foldwise.service.executor.ray_executor import fold_failure
+from foldwise.service.executor.task_probe import describe_remotely
+from foldwise.trainers.fold_channel import TrainingDiverged
+from foldwise.trainers.job import FoldJob
+from foldwise.trainers.report import (
+    MODEL_FILE,
+    ArtifactKind,
+    EpochReport,
+    FoldEvent,
+    SavedArtifact,
+)
+from foldwise.trainers.task import Loop, TaskNotFound
 from tests.trainers.fold_jobs import make_job
-from trainers.fold_channel import TrainingDiverged
-from trainers.job import FoldJob
-from trainers.report import MODEL_FILE, ArtifactKind, EpochReport, FoldEvent, SavedArtifact
-from trainers.task import Loop, TaskNotFound
 
 CPUS = 0.5
 WARM_RUNS = 30

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import time
 
-from service.executor.ray_reaper import start_ray_reaper
+from foldwise.service.executor.ray_reaper import start_ray_reaper
 
 
 def _group_of_two() -> tuple[subprocess.Popen[bytes], subprocess.Popen[bytes]]:

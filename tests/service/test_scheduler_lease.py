@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from service.db import leases
-from service.db.engine import SessionRunner
-from service.db.schema import upgrade_database
-from service.scheduler.lease import LeaseLost, SchedulerLease
+from foldwise.service.db import leases
+from foldwise.service.db.engine import SessionRunner
+from foldwise.service.db.schema import upgrade_database
+from foldwise.service.scheduler.lease import LeaseLost, SchedulerLease
 
 NAME = "scheduler"
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 from foldwise import Client
 from foldwise.schemas import Role
-from service.app import create_app
-from service.config import Settings
-from service.db.schema import upgrade_database
-from service.token_admin import create_token
+from foldwise.service.app import create_app
+from foldwise.service.config import Settings
+from foldwise.service.db.schema import upgrade_database
+from foldwise.service.token_admin import create_token
 from tests.served_app import serve
 from tests.service.study_specs import study_spec
 

@@ -8,9 +8,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from foldwise.errors import InvalidSpec
+from foldwise.trainers.task import BUILTIN_TASKS
 from tests.service.conftest import signed_in_client
 from tests.service.study_specs import study_spec
-from trainers.task import BUILTIN_TASKS
 
 
 def _locs(response: Any) -> list[list[Any]]:

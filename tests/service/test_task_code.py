@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from foldwise.limits import MAX_TASK_CODE_BYTES
-from service.artifact_store import ArtifactStore, artifact_store
-from service.executor import FoldFailed, RayExecutor
-from service.task_code import (
+from foldwise.service.admission.task_policy import describe_in_subprocess
+from foldwise.service.artifact_store import ArtifactStore, artifact_store
+from foldwise.service.executor import FoldFailed, RayExecutor
+from foldwise.service.task_code import (
     CodeCache,
     CodeSnapshot,
     TaskCodeError,
@@ -25,7 +26,6 @@ from service.task_code import (
     unzip_snapshot,
     zip_snapshot,
 )
-from service.task_policy import describe_in_subprocess
 from tests.service.conftest import signed_in_client
 from tests.service.study_specs import study_spec
 from tests.trainers.fold_jobs import make_job
@@ -105,7 +105,7 @@ def test_a_single_module_is_a_snapshot_of_one_file(tmp_path: Path) -> None:
 
 def test_built_in_tasks_ours_and_unknown_packages_have_no_snapshot(tmp_path: Path) -> None:
     assert snapshot_task("digits_mlp", [str(tmp_path)]) is None
-    assert snapshot_task("trainers.builtin.digits_mlp", [str(tmp_path)]) is None
+    assert snapshot_task("foldwise.trainers.builtin.digits_mlp", [str(tmp_path)]) is None
     assert snapshot_task("json.decoder:x", [str(tmp_path)]) is None
     assert snapshot_task("no_such_package.task", [str(tmp_path)]) is None
 

@@ -8,11 +8,11 @@ from datetime import timedelta
 from sqlalchemy import update
 
 from foldwise.schemas import TrialStatus
+from foldwise.service.db import studies as study_repo
+from foldwise.service.db import trials as trial_repo
+from foldwise.service.db.engine import SessionRunner
+from foldwise.service.db.models import TrialRow, utcnow
 from foldwise.spec import StudySpec
-from service.db import studies as study_repo
-from service.db import trials as trial_repo
-from service.db.engine import SessionRunner
-from service.db.models import TrialRow, utcnow
 from tests.service.study_specs import study_spec
 
 PARAMS = {"lr": 0.01, "depth": 2, "width_1": 32, "width_2": 64, "act": "relu"}

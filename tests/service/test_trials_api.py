@@ -7,10 +7,10 @@ from datetime import timedelta
 from fastapi.testclient import TestClient
 
 from foldwise.schemas import FoldStatus, TrialStatus
-from service.db import fold_runs as fold_repo
-from service.db import trials as trial_repo
+from foldwise.service.db import fold_runs as fold_repo
+from foldwise.service.db import trials as trial_repo
+from foldwise.trainers.report import EpochReport
 from tests.service.study_specs import study_spec
-from trainers.report import EpochReport
 
 VALUES = [0.5, None, 0.2, 0.9]  # trial 1 failed
 

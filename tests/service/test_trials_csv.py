@@ -13,12 +13,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy import event, insert, select
 
 from foldwise.schemas import FoldStatus, Role, TrialStatus
-from service.api.routes import exports
-from service.db import fold_runs as fold_repo
-from service.db import studies as study_repo
-from service.db import trials as trial_repo
-from service.db.models import FoldRunRow, TrialRow
-from service.token_admin import create_token
+from foldwise.service.api.routes import exports
+from foldwise.service.db import fold_runs as fold_repo
+from foldwise.service.db import studies as study_repo
+from foldwise.service.db import trials as trial_repo
+from foldwise.service.db.models import FoldRunRow, TrialRow
+from foldwise.service.token_admin import create_token
 from tests.service.study_specs import study_spec
 
 PARAMS = {"lr": 0.01, "depth": 2, "width_1": 32, "width_2": 64, "act": "relu"}

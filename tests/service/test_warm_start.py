@@ -14,18 +14,18 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from foldwise.schemas import TrialStatus
+from foldwise.service.db import studies as study_repo
+from foldwise.service.db import trials as trial_repo
+from foldwise.service.db import warm_start as warm_repo
+from foldwise.service.db.engine import SessionRunner
+from foldwise.service.db.models import TrialRow
+from foldwise.service.db.trials import STOPPED_ERROR
+from foldwise.service.db.warm_start import Outcome
+from foldwise.service.scheduler.store import SchedulerStore
+from foldwise.service.study_optimizer import build_optimizer
+from foldwise.service.warm_start import plan_warm_start
 from foldwise.space import contains, project
 from foldwise.spec import StudySpec
-from service.db import studies as study_repo
-from service.db import trials as trial_repo
-from service.db import warm_start as warm_repo
-from service.db.engine import SessionRunner
-from service.db.models import TrialRow
-from service.db.trials import STOPPED_ERROR
-from service.db.warm_start import Outcome
-from service.scheduler.store import SchedulerStore
-from service.study_optimizer import build_optimizer
-from service.warm_start import plan_warm_start
 from tests.service.study_specs import study_spec
 
 SQUARE = {
@@ -280,7 +280,7 @@ def test_past_the_limit_the_best_half_and_the_most_recent_rest_are_kept(
     _timed(api, first, [(p, done, 0.5, 10), (p, failed, None, 11), (p, done, 0.1, 12)])
     _timed(api, first, [(p, done, 0.9, 13), (p, done, 0.8, 14)])
     _timed(api, second, [(p, done, 0.3, 1), (p, done, 0.7, 2), (p, done, 0.6, 3)])
-    monkeypatch.setattr("service.warm_start.MAX_WARM_START_OBSERVATIONS", 4)
+    monkeypatch.setattr("foldwise.service.warm_start.MAX_WARM_START_OBSERVATIONS", 4)
     spec = {"space": SQUARE, "warm_start": {"studies": [first, second]}}
     study = _study(api, **spec)
     assert study["warm_start"] == {"studies": [first, second], "observations": 4, "skipped": 4}

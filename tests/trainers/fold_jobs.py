@@ -7,10 +7,10 @@ from typing import Any
 
 from foldwise.cv import CrossValidation
 from foldwise.spec import EarlyStopping, Objective, TrainerSpec
-from trainers.ddp import free_port
-from trainers.fold_runner import run_fold, run_fold_in_directory
-from trainers.job import FoldJob
-from trainers.report import EpochReport, FoldEvent
+from foldwise.trainers.ddp import free_port
+from foldwise.trainers.fold_runner import run_fold, run_fold_in_directory
+from foldwise.trainers.job import FoldJob
+from foldwise.trainers.report import EpochReport, FoldEvent
 
 TIMING = {"epoch_start", "train_seconds", "val_seconds", "epoch_seconds", "samples_per_second"}
 TIMING |= {"cpu_percent", "rss_mb"}

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import torch
 
+from foldwise.trainers.job import FoldJob
+from foldwise.trainers.lr_schedule import step_scaled
 from tests.trainers.fold_jobs import epochs_of, make_job, run_local
 from tests.user_tasks import hooks
-from trainers.job import FoldJob
-from trainers.lr_schedule import step_scaled
 
 TASK = "tests.user_tasks.hooks"
 

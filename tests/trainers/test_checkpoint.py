@@ -10,13 +10,19 @@ from typing import Any
 import pytest
 import torch
 
+from foldwise.trainers.artifact_keys import fold_artifact_dir
+from foldwise.trainers.ddp import free_port
+from foldwise.trainers.fold_runner import load_state, run_fold_in_directory
+from foldwise.trainers.job import FoldJob
+from foldwise.trainers.report import (
+    CHECKPOINT_FILE,
+    MODEL_FILE,
+    ArtifactKind,
+    EpochReport,
+    SavedArtifact,
+)
+from foldwise.trainers.task import resolve_task
 from tests.trainers.fold_jobs import epochs_of, make_job, run_local, stable
-from trainers.artifact_keys import fold_artifact_dir
-from trainers.ddp import free_port
-from trainers.fold_runner import load_state, run_fold_in_directory
-from trainers.job import FoldJob
-from trainers.report import CHECKPOINT_FILE, MODEL_FILE, ArtifactKind, EpochReport, SavedArtifact
-from trainers.task import resolve_task
 
 
 def _job(**overrides: Any) -> FoldJob:

@@ -9,12 +9,12 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from foldwise.trainers.ddp import free_port
+from foldwise.trainers.fold_data import train_sampler
+from foldwise.trainers.fold_runner import run_fold_in_directory
+from foldwise.trainers.job import FoldJob
+from foldwise.trainers.report import MODEL_FILE
 from tests.trainers.fold_jobs import make_job
-from trainers.ddp import free_port
-from trainers.fold_data import train_sampler
-from trainers.fold_runner import run_fold_in_directory
-from trainers.job import FoldJob
-from trainers.report import MODEL_FILE
 
 TOLERANCE = 1e-5
 """Largest absolute parameter difference allowed between the 1-rank and the 2-rank run.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from foldwise.trainers.objective import EarlyStopping, SmoothedStopping, make_stopper
 from tests.trainers.fold_jobs import epochs_of, make_job, run_local
-from trainers.objective import EarlyStopping, SmoothedStopping, make_stopper
 
 
 def _stops_at(stopper: EarlyStopping | SmoothedStopping, values: list[float]) -> int | None:

@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from foldwise.spec import OPTIMIZER_NAMES, StudySpec
+from foldwise.trainers.fold_data import load_task_data
+from foldwise.trainers.task import resolve_task
 from tests.trainers.fold_jobs import epochs_of, make_job, run_local
-from trainers.fold_data import load_task_data
-from trainers.task import resolve_task
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,14 +13,14 @@ import torch
 import torch.multiprocessing as mp
 from torch.utils.data import Subset
 
+from foldwise.trainers import fold_channel
+from foldwise.trainers.ddp import free_port
+from foldwise.trainers.fold_channel import FoldContractError, TrainingDiverged
+from foldwise.trainers.fold_data import ArrayDataset
+from foldwise.trainers.fold_runner import run_fold
+from foldwise.trainers.job import FoldJob
+from foldwise.trainers.report import ArtifactKind, EpochReport, SavedArtifact
 from tests.trainers.fold_jobs import epochs_of, make_job, run_local
-from trainers import fold_channel
-from trainers.ddp import free_port
-from trainers.fold_channel import FoldContractError, TrainingDiverged
-from trainers.fold_data import ArrayDataset
-from trainers.fold_runner import run_fold
-from trainers.job import FoldJob
-from trainers.report import ArtifactKind, EpochReport, SavedArtifact
 
 OWN = "tests.user_tasks.own_loop"
 SEEN: dict[str, Any] = {}

@@ -10,13 +10,13 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from foldwise.trainers.ddp import free_port, process_group, wrap_model
+from foldwise.trainers.fold_channel import TrainingDiverged
+from foldwise.trainers.fold_runner import run_fold
+from foldwise.trainers.job import FoldJob
+from foldwise.trainers.report import EpochReport
+from foldwise.trainers.task import TaskNotFound
 from tests.trainers.fold_jobs import TIMING, epochs_of, make_job, run_local, stable
-from trainers.ddp import free_port, process_group, wrap_model
-from trainers.fold_channel import TrainingDiverged
-from trainers.fold_runner import run_fold
-from trainers.job import FoldJob
-from trainers.report import EpochReport
-from trainers.task import TaskNotFound
 
 EXPECTED = {"train_loss", "val_loss", "val_accuracy", "lr"} | TIMING
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from foldwise.trainers.ddp import free_port, resolve_device
+from foldwise.trainers.fold_runner import run_fold
+from foldwise.trainers.job import FoldJob
 from tests.trainers.fold_jobs import epochs_of, make_job, run_local
-from trainers.ddp import free_port, resolve_device
-from trainers.fold_runner import run_fold
-from trainers.job import FoldJob
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

@@ -1,8 +1,10 @@
 """Scoring saved models on a task's test data (``trainers.holdout``), a refit's fold context,
-and ``foldwise.load_model`` rebuilding a saved model from its file alone."""
+and ``load_model`` rebuilding a saved model from its file alone."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-import foldwise
+from foldwise.trainers import load_model
+from foldwise.trainers.builtin import digits_mlp
+from foldwise.trainers.holdout import score, score_saved_models
+from foldwise.trainers.job import FoldJob
+from foldwise.trainers.task import resolve_task
 from tests.trainers.fold_jobs import epochs_of, make_job, run_local
-from trainers.builtin import digits_mlp
-from trainers.holdout import score, score_saved_models
-from trainers.job import FoldJob
-from trainers.task import resolve_task
 
 OPTIONS = {"test_fraction": 0.25}
 SEEN: dict[str, Any] = {}
@@ -34,7 +36,7 @@ def test_an_ensemble_scores_the_mean_of_its_models_probabilities(tmp_path: Path)
     X, y = digits_mlp.load_test_data(OPTIONS)
     probabilities = []
     for path in paths:
-        model = foldwise.load_model(path)  # rebuilt from the file alone
+        model = load_model(path)  # rebuilt from the file alone
         with torch.no_grad():
             probabilities.append(torch.softmax(model(torch.as_tensor(X)), 1).numpy())
     mean = np.mean(probabilities, axis=0)
@@ -49,15 +51,28 @@ def test_an_ensemble_scores_the_mean_of_its_models_probabilities(tmp_path: Path)
 
 def test_a_saved_model_records_what_rebuilds_it(tmp_path: Path) -> None:
     saved = torch.load(_fold_model(tmp_path, 1), weights_only=False)
-    assert saved["task"] == "digits_mlp" and saved["module"] == "trainers.builtin.digits_mlp"
+    assert (
+        saved["task"] == "digits_mlp" and saved["module"] == "foldwise.trainers.builtin.digits_mlp"
+    )
     assert saved["params"] == {"lr": 0.05, "width": 32} and saved["fold"] == 1
     assert saved["trainer"]["options"] == OPTIONS and saved["trainer"]["epochs"] == 2
     assert saved["refit"] is False and "code_hash" in saved
-    model = foldwise.load_model(tmp_path / "fold1" / "model.pt")
+    model = load_model(tmp_path / "fold1" / "model.pt")
     assert not model.training
+    saved["module"] = "trainers.builtin.digits_mlp"  # a file saved before the packages moved
+    torch.save(saved, tmp_path / "before.pt")
+    load = "import sys, foldwise.trainers as t; print(type(t.load_model(sys.argv[1])).__name__)"
+    done = subprocess.run(  # -P and cwd: only the installed foldwise is importable, no checkout
+        [sys.executable, "-P", "-c", load, str(tmp_path / "before.pt")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.stdout.strip() == type(model).__name__, done.stderr[-2000:]
     with pytest.raises(ValueError, match="is not a foldwise model file"):
         torch.save({"weights": 1}, tmp_path / "other.pt")
-        foldwise.load_model(tmp_path / "other.pt")
+        load_model(tmp_path / "other.pt")
 
 
 class _Refit:

@@ -11,13 +11,13 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from foldwise.trainers.ddp import free_port
+from foldwise.trainers.fold_runner import run_fold
+from foldwise.trainers.job import FoldJob
+from foldwise.trainers.lightning_loop import logged_metrics
+from foldwise.trainers.report import ArtifactKind, EpochReport, SavedArtifact
 from tests.trainers.fold_jobs import epochs_of, make_job, run_local
 from tests.user_tasks import lightning_probe as probe
-from trainers.ddp import free_port
-from trainers.fold_runner import run_fold
-from trainers.job import FoldJob
-from trainers.lightning_loop import logged_metrics
-from trainers.report import ArtifactKind, EpochReport, SavedArtifact
 
 TASK = "examples.tasks.lightning_digits"
 

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from trainers.lr_schedule import lr_factor, scale_factor
+from foldwise.trainers.lr_schedule import lr_factor, scale_factor
 
 
 @pytest.mark.parametrize(("scaling", "expected"), [("linear", 4.0), ("sqrt", 2.0), ("none", 1.0)])

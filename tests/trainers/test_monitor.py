@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from trainers.monitor import ResourceMonitor
+from foldwise.trainers.monitor import ResourceMonitor
 
 
 def _busy(cpu_seconds: float = 0.3) -> float:

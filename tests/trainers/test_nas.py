@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
+from foldwise.trainers.task import resolve_task
 from tests.trainers.fold_jobs import epochs_of, make_job, run_local
-from trainers.task import resolve_task
 
 
 def _linear_widths(model: nn.Module) -> list[int]:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainers.objective import EarlyStopping, fold_value
+from foldwise.trainers.objective import EarlyStopping, fold_value
 
 EPOCHS = [
     {"epoch": 1.0, "val_loss": 0.9, "val_accuracy": 0.5},

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits, load_iris
 
-from trainers.splits import SplitError, make_folds
+from foldwise.trainers.splits import SplitError, make_folds
 
 
 def _labels() -> np.ndarray:

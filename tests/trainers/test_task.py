@@ -6,9 +6,9 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, Subset
 
-from trainers.builtin import digits_mlp
-from trainers.fold_data import ArrayBatches, ArrayDataset, load_task_data
-from trainers.task import Loop, TaskNotFound, TaskProfile, call_hook, resolve_task
+from foldwise.trainers.builtin import digits_mlp
+from foldwise.trainers.fold_data import ArrayBatches, ArrayDataset, load_task_data
+from foldwise.trainers.task import Loop, TaskNotFound, TaskProfile, call_hook, resolve_task
 
 
 def test_builtin_task_resolves_and_builds() -> None:

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from trainers.fold_channel import FoldContractError
-from trainers.report import EpochReport
-from trainers.task import Task
-from trainers.task_check import (
+from foldwise.trainers.fold_channel import FoldContractError
+from foldwise.trainers.report import EpochReport
+from foldwise.trainers.task import Task
+from foldwise.trainers.task_check import (
     CheckFailed,
     CheckSummary,
     TaskCheck,

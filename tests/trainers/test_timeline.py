@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 
 from foldwise.schemas import Trial
-from trainers.timeline import trial_trace
+from foldwise.trainers.timeline import trial_trace
 
 T0 = 1_700_000_000.0
 

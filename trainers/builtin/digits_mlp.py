@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from trainers.builtin.digits_data import has_test_data as has_test_data  # test_fraction
-from trainers.builtin.digits_data import load_digits_flat
+from foldwise.trainers.builtin.digits_data import has_test_data as has_test_data  # test_fraction
+from foldwise.trainers.builtin.digits_data import load_digits_flat
 
 kind = "classification"
 

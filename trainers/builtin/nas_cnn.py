@@ -15,9 +15,9 @@ from typing import Any
 
 from torch import nn
 
-from trainers.builtin.digits_data import has_test_data as has_test_data  # test_fraction
-from trainers.builtin.digits_data import load_digits_images
-from trainers.builtin.nas_mlp import activation, layer_choice
+from foldwise.trainers.builtin.digits_data import has_test_data as has_test_data  # test_fraction
+from foldwise.trainers.builtin.digits_data import load_digits_images
+from foldwise.trainers.builtin.nas_mlp import activation, layer_choice
 
 kind = "classification"
 

@@ -14,21 +14,14 @@ from fastapi import APIRouter, HTTPException, Path, status
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from sqlalchemy.orm import Session
 
-from service.api.convert import trial_out
-from service.api.deps import (
-    DbDep,
-    SettingsDep,
-    StudyId,
-    TrialNumber,
-    decimal_int,
-    study_or_404,
-    trial_or_404,
-)
-from service.api.errors import ErrorMessage, documented
-from service.artifact_store import artifact_store, fold_model_key
-from service.db import studies as study_repo
-from service.db.models import StudyRow, TrialRow
-from trainers.timeline import trial_trace
+from foldwise.service.api.convert import trial_out
+from foldwise.service.api.deps import DbDep, SettingsDep, study_or_404, trial_or_404
+from foldwise.service.artifact_store import artifact_store, fold_model_key
+from foldwise.service.db import studies as study_repo
+from foldwise.service.db.models import StudyRow, TrialRow
+from foldwise.service.hardening.errors import ErrorMessage, documented
+from foldwise.service.hardening.input_rules import StudyId, TrialNumber, decimal_int
+from foldwise.trainers.timeline import trial_trace
 
 router = APIRouter(prefix="/studies/{study_id}", tags=["artifacts"], responses=documented(404))
 

@@ -13,19 +13,13 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy.orm import Session
 
 from foldwise.schemas import TrialStatus
+from foldwise.service.api.deps import DbDep, check_trial_sort, study_or_404, trial_sort_options
+from foldwise.service.api.read_cache import NOT_MODIFIED, ReadsDep, not_modified
+from foldwise.service.db import trials as trial_repo
+from foldwise.service.db.engine import SessionRunner
+from foldwise.service.hardening.errors import documented
+from foldwise.service.hardening.input_rules import StudyId, TrialSortQuery
 from foldwise.trials_csv import csv_header, csv_rows
-from service.api.deps import (
-    DbDep,
-    StudyId,
-    TrialSortQuery,
-    check_trial_sort,
-    study_or_404,
-    trial_sort_options,
-)
-from service.api.errors import documented
-from service.api.read_cache import NOT_MODIFIED, ReadsDep, not_modified
-from service.db import trials as trial_repo
-from service.db.engine import SessionRunner
 
 router = APIRouter(prefix="/studies/{study_id}", tags=["trials"], responses=documented(404))
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from service.api.deps import DbDep
+from foldwise.service.api.deps import DbDep
 
 router = APIRouter(tags=["health"])
 

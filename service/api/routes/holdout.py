@@ -13,16 +13,17 @@ from sqlalchemy.orm import Session
 
 from foldwise import schemas
 from foldwise.schemas import HoldoutRequest
-from service.api.auth import MemberDep, forbid_unless_may_change
-from service.api.convert import studies_out
-from service.api.deps import DbDep, SchedulerDep, StudyId, study_or_404
-from service.api.errors import documented, invalid_field
-from service.api.strict_json import StrictJSONRoute
-from service.db import holdout as holdout_repo
-from service.db import refits as refit_repo
-from service.db import studies as study_repo
-from service.db.models import StudyRow
-from trainers.task import TaskProfile
+from foldwise.service.api.auth import MemberDep, forbid_unless_may_change
+from foldwise.service.api.convert import studies_out
+from foldwise.service.api.deps import DbDep, SchedulerDep, study_or_404
+from foldwise.service.db import holdout as holdout_repo
+from foldwise.service.db import refits as refit_repo
+from foldwise.service.db import studies as study_repo
+from foldwise.service.db.models import StudyRow
+from foldwise.service.hardening.errors import documented, invalid_field
+from foldwise.service.hardening.input_rules import StudyId
+from foldwise.service.hardening.strict_json import StrictJSONRoute
+from foldwise.trainers.task import TaskProfile
 
 router = APIRouter(
     prefix="/studies/{study_id}",

@@ -13,11 +13,13 @@ from fastapi import APIRouter, Query, Response
 from sqlalchemy.orm import Session
 
 from foldwise.schemas import BestSteps, Curves, History, PrunedHistory, TopFolds
-from service.api.deps import MAX_ID, StudyId, UtcDatetime, decimal_int, study_or_404
-from service.api.errors import documented
-from service.api.read_cache import ReadsDep, conditional
-from service.db import insights
-from service.db.models import StudyRow
+from foldwise.service.api import plot_sampling
+from foldwise.service.api.deps import study_or_404
+from foldwise.service.api.read_cache import ReadsDep, conditional
+from foldwise.service.db import insights
+from foldwise.service.db.models import StudyRow
+from foldwise.service.hardening.errors import documented
+from foldwise.service.hardening.input_rules import MAX_ID, StudyId, UtcDatetime, decimal_int
 
 router = APIRouter(
     prefix="/studies/{study_id}/insights", tags=["insights"], responses=documented(404)
@@ -42,9 +44,9 @@ async def history(
         maximize = study.spec.objective.maximize
         points = insights.completed_points(session, study.id, finished_since=since)
         shown = insights.with_params(
-            session, study.id, insights.downsample(points, max_points, maximize=maximize)
+            session, study.id, plot_sampling.downsample(points, max_points, maximize=maximize)
         )
-        steps = insights.best_so_far(points, maximize=maximize)
+        steps = plot_sampling.best_so_far(points, maximize=maximize)
         pruned = insights.pruned_points(session, study.id, finished_since=since)
         finished = [p.finished_at for p in [*points, *pruned] if p.finished_at is not None]
         names = list(study.spec.space)
@@ -120,7 +122,7 @@ def _pruned_history(
 ) -> PrunedHistory:
     """Pruned trials for the history: fewer than the completed ones, as each carries its reason
     (a line of text) and matters less than a full cross-validated value."""
-    sampled = insights.downsample(points, max_points, maximize=study.spec.objective.maximize)
+    sampled = plot_sampling.downsample(points, max_points, maximize=study.spec.objective.maximize)
     shown = insights.with_reasons(session, study.id, sampled)
     return PrunedHistory(
         count=insights.count_pruned(session, study.id),

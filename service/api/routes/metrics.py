@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from service.api.deps import DbDep
-from service.metrics import CONTENT_TYPE_LATEST, DatabaseState, exposition
+from foldwise.service.api.deps import DbDep
+from foldwise.service.metrics import CONTENT_TYPE_LATEST, DatabaseState, exposition
 
 router = APIRouter(tags=["health"])
 

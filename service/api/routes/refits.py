@@ -14,24 +14,17 @@ from sqlalchemy.orm import Session
 
 from foldwise import schemas
 from foldwise.schemas import RefitRequest
-from service.api.auth import MemberDep
-from service.api.convert import refit_out
-from service.api.deps import (
-    MAX_NUMBER,
-    DbDep,
-    SchedulerDep,
-    SettingsDep,
-    StudyId,
-    decimal_int,
-    study_or_404,
-)
-from service.api.errors import documented, invalid_field
-from service.api.routes.artifacts import MODEL_FILE, send_model
-from service.api.routes.holdout import ended_study
-from service.api.strict_json import StrictJSONRoute
-from service.artifact_store import refit_model_key
-from service.db import refits as refit_repo
-from service.db.models import RefitRow
+from foldwise.service.api.auth import MemberDep
+from foldwise.service.api.convert import refit_out
+from foldwise.service.api.deps import DbDep, SchedulerDep, SettingsDep, study_or_404
+from foldwise.service.api.routes.artifacts import MODEL_FILE, send_model
+from foldwise.service.api.routes.holdout import ended_study
+from foldwise.service.artifact_store import refit_model_key
+from foldwise.service.db import refits as refit_repo
+from foldwise.service.db.models import RefitRow
+from foldwise.service.hardening.errors import documented, invalid_field
+from foldwise.service.hardening.input_rules import MAX_NUMBER, StudyId, decimal_int
+from foldwise.service.hardening.strict_json import StrictJSONRoute
 
 router = APIRouter(
     prefix="/studies/{study_id}/refits",

@@ -10,26 +10,19 @@ from sqlalchemy.orm import Session
 
 from foldwise import schemas
 from foldwise.schemas import StudyStatus
+from foldwise.service.admission.spec_checks import Runnable, check_runnable
+from foldwise.service.api.auth import MemberDep, forbid_unless_may_change
+from foldwise.service.api.convert import studies_out
+from foldwise.service.api.deps import DbDep, SchedulerDep, SettingsDep, study_or_404
+from foldwise.service.api.read_cache import ReadsDep, conditional
+from foldwise.service.artifact_store import artifact_store
+from foldwise.service.db import studies as study_repo
+from foldwise.service.hardening.errors import documented
+from foldwise.service.hardening.input_rules import Limit, Offset, StudyId
+from foldwise.service.hardening.strict_json import StrictJSONRoute
+from foldwise.service.task_code import CodeCache, keep_snapshot
+from foldwise.service.warm_start import plan_warm_start, seed_study
 from foldwise.spec import EXAMPLE_SPEC, StudySpec
-from service.api.auth import MemberDep, forbid_unless_may_change
-from service.api.convert import studies_out
-from service.api.deps import (
-    DbDep,
-    Limit,
-    Offset,
-    SchedulerDep,
-    SettingsDep,
-    StudyId,
-    study_or_404,
-)
-from service.api.errors import documented
-from service.api.read_cache import ReadsDep, conditional
-from service.api.strict_json import StrictJSONRoute
-from service.artifact_store import artifact_store
-from service.db import studies as study_repo
-from service.spec_checks import Runnable, check_runnable
-from service.task_code import CodeCache, keep_snapshot
-from service.warm_start import plan_warm_start, seed_study
 
 router = APIRouter(prefix="/studies", tags=["studies"], route_class=StrictJSONRoute)
 

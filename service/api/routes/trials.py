@@ -9,21 +9,23 @@ from sqlalchemy.orm import Session
 
 from foldwise import schemas
 from foldwise.schemas import TrialStatus
-from service.api.convert import trial_out, trial_summary
-from service.api.deps import (
-    Limit,
-    Offset,
-    StudyId,
-    TrialNumber,
-    TrialSortQuery,
+from foldwise.service.api.convert import trial_out, trial_summary
+from foldwise.service.api.deps import (
     check_trial_sort,
     study_or_404,
     trial_or_404,
     trial_sort_options,
 )
-from service.api.errors import documented
-from service.api.read_cache import ReadsDep, conditional
-from service.db import trials as trial_repo
+from foldwise.service.api.read_cache import ReadsDep, conditional
+from foldwise.service.db import trials as trial_repo
+from foldwise.service.hardening.errors import documented
+from foldwise.service.hardening.input_rules import (
+    Limit,
+    Offset,
+    StudyId,
+    TrialNumber,
+    TrialSortQuery,
+)
 
 router = APIRouter(prefix="/studies/{study_id}/trials", tags=["trials"], responses=documented(404))
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from foldwise.schemas import Role
-from service.app import create_app
-from service.config import Settings
-from service.db.schema import upgrade_database
-from service.token_admin import create_token
+from foldwise.service.app import create_app
+from foldwise.service.config import Settings
+from foldwise.service.db.schema import upgrade_database
+from foldwise.service.token_admin import create_token
 from tests.browser import CHROMIUM, CHROMIUM_ARGS, require_chromium, sign_in
 from tests.large_study import fill_study
 from tests.served_app import serve

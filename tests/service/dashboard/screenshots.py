@@ -10,10 +10,10 @@ import tempfile
 from pathlib import Path
 
 from foldwise.schemas import Role
-from service.app import create_app
-from service.config import Settings
-from service.db.schema import upgrade_database
-from service.token_admin import create_token
+from foldwise.service.app import create_app
+from foldwise.service.config import Settings
+from foldwise.service.db.schema import upgrade_database
+from foldwise.service.token_admin import create_token
 from tests.browser import CHROMIUM, CHROMIUM_ARGS, sign_in
 from tests.large_study import fill_study
 from tests.served_app import serve
@@ -91,8 +91,8 @@ def _submit_error(page, file: Path) -> Path:
 def _diverge(app, study_id: int) -> None:
     """One completed trial diverged, as happens in a real search: the plots keep it on the edge."""
     from foldwise.schemas import TrialStatus
-    from service.db import studies as study_repo
-    from service.db import trials as trial_repo
+    from foldwise.service.db import studies as study_repo
+    from foldwise.service.db import trials as trial_repo
 
     with app.state.sessions.begin() as session:
         completed = TrialStatus.COMPLETED

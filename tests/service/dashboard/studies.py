@@ -8,13 +8,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
+from foldwise.service.db import fold_runs as fold_repo
+from foldwise.service.db import studies as study_repo
+from foldwise.service.db import trials as trial_repo
 from foldwise.spec import StudySpec
-from service.db import fold_runs as fold_repo
-from service.db import studies as study_repo
-from service.db import trials as trial_repo
+from foldwise.trainers.report import EpochReport
 from tests.service.dashboard.conftest import Dashboard
 from tests.service.study_specs import study_spec
-from trainers.report import EpochReport
 
 SPACE = {
     "lr": {"type": "float", "low": 1e-4, "high": 0.3, "log": True},

@@ -8,15 +8,16 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from foldwise.cv import CrossValidation, CVScheme
 from foldwise.schemas import FoldStatus, JobStatus, TrialStatus
-from service.db import fold_runs as fold_repo
-from service.db import holdout as holdout_repo
-from service.db import studies as study_repo
-from service.db import trials as trial_repo
+from foldwise.service.db import fold_runs as fold_repo
+from foldwise.service.db import holdout as holdout_repo
+from foldwise.service.db import studies as study_repo
+from foldwise.service.db import trials as trial_repo
+from foldwise.trainers.report import EpochReport
 from tests.browser import wait_until
 from tests.service.dashboard.conftest import FOLDS, RUNNING, TRIALS, Dashboard, open_ready
 from tests.service.study_specs import study_spec
-from trainers.report import EpochReport
 
 PLOTS = ["plot-history", "plot-parcoords", "plot-slices", "plot-folds", "plot-curves"]
 PRUNED = 100
@@ -343,7 +344,8 @@ def test_study_page_shows_the_hold_out_score_beside_the_cv_value(
 ) -> None:
     with dashboard.app.state.sessions.begin() as session:
         study = study_repo.get_study(session, dashboard.study_id)
-        study.spec = {**study.spec, "cv": {"scheme": "group", "repeats": 2, "gap": 0}}
+        cv = CrossValidation(scheme=CVScheme.GROUP, repeats=2)
+        study.spec = study.spec.model_copy(update={"cv": cv})
         holdout_repo.request_holdout(study, 3, "both", 1)
         objective = {"metric": "val_loss", "test_metric": "loss", "cv": 0.25,
                      "cv_std_error": 0.02, "ensemble": 0.31, "refit": 0.29}  # fmt: skip

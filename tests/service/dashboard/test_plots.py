@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from service.db import fold_runs as fold_repo
-from service.db import studies as study_repo
-from service.db import trials as trial_repo
+from foldwise.service.db import fold_runs as fold_repo
+from foldwise.service.db import studies as study_repo
+from foldwise.service.db import trials as trial_repo
+from foldwise.trainers.report import EpochReport
 from tests.browser import wait_until
 from tests.service.dashboard.conftest import Dashboard, open_ready
 from tests.service.dashboard.studies import DIVERGED, DIVERGED_AT, GOOD, WITH_DIVERGED, add_study
-from trainers.report import EpochReport
 
 
 def _plot(page, plot_id: str) -> dict[str, Any]:

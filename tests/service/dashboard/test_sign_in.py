@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from foldwise.schemas import Role
-from service.token_admin import create_token
+from foldwise.service.token_admin import create_token
 from tests.browser import sign_in
 from tests.service.dashboard.conftest import Dashboard, open_ready
 

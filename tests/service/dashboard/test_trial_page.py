@@ -6,8 +6,8 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 from foldwise.schemas import TrialStatus
-from service.db import studies as study_repo
-from service.db import trials as trial_repo
+from foldwise.service.db import studies as study_repo
+from foldwise.service.db import trials as trial_repo
 from tests.browser import wait_until
 from tests.service.dashboard.conftest import FOLDS, Dashboard, open_ready
 from tests.service.dashboard.studies import GOOD, add_failed_trial, add_study

@@ -1,0 +1,172 @@
+"""What the end of a fold makes of its trial: the study runner's verdicts.
+
+A study's trials in flight are here, by id. When a fold ends, ``take`` writes how it ended and
+then what that means for its trial: completed once every fold finished, pruned when the racing
+rule finds it clearly worse than the incumbent on the same folds (or the pruning rule stopped
+a fold), failed when a fold failed. A trial decided ends its folds still running; a fold that
+ends after its trial was decided is stored ``cancelled``, whatever its timing. This is the one
+writer of fold ends and trial verdicts, one after the other, so a verdict always sees every
+fold end before it.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from typing import Any
+
+from foldwise.schemas import FoldStatus, TrialStatus
+from foldwise.service.scheduler.fold_task import FoldOutcome
+from foldwise.service.scheduler.pruning import FoldCurves
+from foldwise.service.scheduler.racing import Incumbent, race_verdict
+from foldwise.service.scheduler.store import SchedulerStore, TrialHandle
+from foldwise.service.scheduler.trial_progress import TrialProgress, aggregate, partial_std_error
+from foldwise.spec import StudySpec
+
+log = logging.getLogger(__name__)
+
+
+class StudyCannotRun(Exception):
+    """No trial of the study can run (its data cannot be split as it asks): it fails now."""
+
+
+class TrialVerdicts:
+    """The trials in flight of one study and the verdicts on them (``curves``: the learning
+    curves pruning compares with, or None when pruning is off)."""
+
+    def __init__(
+        self,
+        study_id: int,
+        store: SchedulerStore,
+        spec: StudySpec,
+        curves: FoldCurves | None = None,
+    ) -> None:
+        self.study_id = study_id
+        self.store = store
+        self.spec = spec
+        self.curves = curves
+        self.trials: dict[int, TrialProgress] = {}
+        """Trials in flight (not yet ended), by id."""
+        self.incumbent: Incumbent | None = None
+        """The best completed trial's fold values, which racing compares with."""
+
+    async def read_incumbent(self) -> None:
+        if self.spec.racing.rule != "off":
+            self.incumbent = await self.store.incumbent(self.study_id)
+
+    def add(self, handle: TrialHandle) -> None:
+        """A new trial, none of its folds run yet."""
+        self.trials[handle.id] = TrialProgress(handle)
+
+    async def resume(self, handle: TrialHandle) -> None:
+        """Take up a trial a previous run of the study left unfinished, judged again on the
+        folds it finished."""
+        trial = TrialProgress(handle, await self.store.completed_fold_values(handle.id))
+        self.trials[handle.id] = trial
+        await self.judge(trial)
+
+    async def take(self, trial: TrialProgress, outcome: FoldOutcome) -> None:
+        """A fold of ``trial`` ended: write how, then what that means for the trial;
+        ``StudyCannotRun`` when every trial would fail as it did."""
+        decided = trial.handle.id not in self.trials
+        status = FoldStatus.CANCELLED if decided else outcome.status
+        if outcome.run_id:
+            reason = outcome.reason
+            if decided and outcome.status is not FoldStatus.CANCELLED:
+                reason = "its trial ended first"
+            await self.store.finish_fold_run(
+                self.study_id,
+                outcome.run_id,
+                status,
+                value=None if status is FoldStatus.CANCELLED else outcome.value,
+                error=reason,
+                traceback=outcome.traceback,
+                train_seconds=outcome.train_seconds,
+            )
+        if self.curves is not None and status is not FoldStatus.FAILED and outcome.curve:
+            completed = status is FoldStatus.COMPLETED
+            self.curves.add(outcome.fold, list(outcome.curve), finished=completed)
+        if decided:
+            return
+        if status is FoldStatus.COMPLETED and outcome.value is not None:
+            trial.values[outcome.fold] = outcome.value
+            await self.judge(trial)
+        elif status is FoldStatus.PRUNED and outcome.value is not None:
+            await self._prune(trial, outcome.reason or "pruned", stopped_at=outcome.value)
+        elif status is FoldStatus.FAILED:
+            error = f"fold {outcome.fold}: {outcome.reason}"
+            await self.end_trial(trial, TrialStatus.FAILED, error=error)
+            if outcome.fatal:  # every trial would fail so: end the study now, saying why
+                raise StudyCannotRun(outcome.reason or error)
+        else:  # only a trial that ended stops its folds: never run this one again
+            error = f"fold {outcome.fold} ended {status} while its trial still ran"
+            log.error("study %s trial %s: %s", self.study_id, trial.handle.number, error)
+            await self.end_trial(trial, TrialStatus.FAILED, error=error)
+
+    async def judge(self, trial: TrialProgress) -> None:
+        """Complete a trial whose every fold finished; prune one the racing rule finds clearly
+        worse than the incumbent on the same folds."""
+        spec = self.spec
+        folds = spec.fold_count
+        if len(trial.values) >= folds:
+            mean, std_error = aggregate([trial.values[k] for k in sorted(trial.values)])
+            await self.end_trial(
+                trial,
+                TrialStatus.COMPLETED,
+                value=mean,
+                std_error=std_error,
+                value_folds=len(trial.values),
+            )
+            if spec.racing.rule != "off":
+                await self._new_incumbent()
+            return
+        reason = race_verdict(
+            spec.racing,
+            trial.values,
+            self.incumbent,
+            folds=folds,
+            maximize=spec.objective.maximize,
+        )
+        if reason is not None:
+            await self._prune(trial, reason)
+
+    async def _new_incumbent(self) -> None:
+        """Read the incumbent again after a trial completed; trials in flight that are now
+        clearly worse than a new incumbent are pruned at once."""
+        incumbent = await self.store.incumbent(self.study_id)
+        if incumbent == self.incumbent:
+            return
+        self.incumbent = incumbent
+        for trial in list(self.trials.values()):
+            await self.judge(trial)
+
+    async def _prune(
+        self, trial: TrialProgress, reason: str, *, stopped_at: float | None = None
+    ) -> None:
+        """Store ``trial`` as pruned for ``reason`` with the mean of its finished folds' values
+        and ``stopped_at``, the value of a fold the pruning rule stopped."""
+        values = [trial.values[k] for k in sorted(trial.values)]
+        if stopped_at is not None:
+            values.append(stopped_at)
+        spread = None
+        if self.incumbent is not None and len(self.incumbent.values) >= 2:
+            spread = statistics.stdev(self.incumbent.values.values())
+        await self.end_trial(
+            trial,
+            TrialStatus.PRUNED,
+            value=statistics.fmean(values),
+            std_error=partial_std_error(values, spread),
+            value_folds=len(values),
+            pruned_reason=reason,
+        )
+
+    async def end_trial(self, trial: TrialProgress, status: TrialStatus, **fields: Any) -> None:
+        """Record how ``trial`` ended and stop its folds still running (their slots free up
+        after the epoch they are in)."""
+        if trial.handle.id not in self.trials:
+            return
+        await self.store.finish_trial(self.study_id, trial.handle.id, status, **fields)
+        del self.trials[trial.handle.id]
+        why = fields.get("pruned_reason") or fields.get("error") or f"the trial {status}"
+        for fold_task in trial.running.values():
+            fold_task.stop(f"trial {trial.handle.number} ended first ({status}): {why}")
