@@ -24,14 +24,16 @@ browser:
 run: install
 	@bash scripts/run_service.sh $(HOST) $(PORT) examples/digits.yaml
 
-## The whole suite: unit, PostgreSQL, Ray, DDP and end-to-end tests.
+## The whole suite: unit, PostgreSQL, Ray, DDP and end-to-end tests, a test file per worker
+## process (most of a live test's time is waiting on its service, its Ray and their processes).
+TEST_WORKERS ?= 3
 test: install browser
 	$(PY) -m ruff check .
-	$(PY) -m pytest -ra
+	$(PY) -m pytest -ra -n $(TEST_WORKERS) --dist loadfile
 
 ## Unit tests only, for a quick loop while editing.
 test-fast: install
-	$(PY) -m pytest -ra -m "not slow"
+	$(PY) -m pytest -ra -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
 lint: install
 	$(PY) -m ruff check . && $(PY) -m ruff format --check .
