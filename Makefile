@@ -26,7 +26,7 @@ run: install
 
 ## The whole suite: unit, PostgreSQL, Ray, DDP and end-to-end tests, a test file per worker
 ## process (most of a live test's time is waiting on its service, its Ray and their processes).
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 2
 test: install browser
 	$(PY) -m ruff check .
 	$(PY) -m pytest -ra -n $(TEST_WORKERS) --dist loadfile

@@ -207,7 +207,7 @@ async def run_study(
     return Run(
         *labels,
         wall=wall,
-        utilisation=runner.meter.utilisation(),
+        utilisation=runner.fold_slots.meter.utilisation(),
         fold_epochs=len(epochs),
         trials=len(trials),
         pruned=sum(t.status is TrialStatus.PRUNED for t in trials),

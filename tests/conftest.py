@@ -35,3 +35,11 @@ def _no_saved_credentials(tmp_path_factory: pytest.TempPathFactory, monkeypatch)
     """Tests never read this machine's saved tokens or FOLDWISE_TOKEN."""
     monkeypatch.setenv("FOLDWISE_CREDENTIALS", str(tmp_path_factory.mktemp("cred") / "c.json"))
     monkeypatch.delenv("FOLDWISE_TOKEN", raising=False)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Files with slow tests first, each file's tests in their order: ``make test`` gives a
+    worker process a file at a time (pytest-xdist, --dist loadfile), so the long live tests
+    start at once and the quick files fill the gaps, instead of one live file starting last."""
+    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow)
