@@ -236,5 +236,7 @@ def test_a_refit_cut_short_by_a_restart_resumes_from_its_checkpoint(tmp_path: Pa
     assert done.status is JobStatus.COMPLETED and done.attempt == 1, done.error
     assert done.model_saved and len(done.curve) == 40
     restored = [e.epoch for e in done.curve if e.restored]
-    assert restored == list(range(1, checkpoint + 1))  # resumed, not trained again
+    # resumed, not trained again: from the checkpoint the row names, or a newer one whose file
+    # was kept just before the kill and whose row was not yet written
+    assert restored == list(range(1, len(restored) + 1)) and checkpoint <= len(restored) < 40
     assert done.test_metrics is not None and done.test_metrics["accuracy"] > 0.8
