@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import json
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -64,7 +66,11 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 class StoredSpec(TypeDecorator[StudySpec]):
     """A study's spec: written resolved (every default filled in) as JSON, read back as its
-    type. Read as stored, so checks added since it was accepted are not made again."""
+    type. Read as stored, so checks added since it was accepted are not made again.
+
+    A stored spec never changes, and every read of a study row reads it: the type is built once
+    per document (``_read_spec``) and shared, so a row's spec is replaced, never changed in
+    place."""
 
     impl = JSON
     cache_ok = True
@@ -73,7 +79,12 @@ class StoredSpec(TypeDecorator[StudySpec]):
         return None if value is None else value.resolved()
 
     def process_result_value(self, value: dict[str, Any] | None, dialect: Any) -> StudySpec | None:
-        return None if value is None else StudySpec.model_validate(value, context={STORED: True})
+        return None if value is None else _read_spec(json.dumps(value, separators=(",", ":")))
+
+
+@functools.lru_cache(maxsize=1024)
+def _read_spec(document: str) -> StudySpec:
+    return StudySpec.model_validate_json(document, context={STORED: True})
 
 
 def _status(enum: type[StrEnum]) -> Enum:
