@@ -224,6 +224,10 @@ app.command()(cli_holdout.refit)
 app.command()(cli_holdout.models)
 
 
+COMMANDS_GROUP = "foldwise.cli"
+"""The entry point group whose entries add commands to the CLI (pyproject.toml)."""
+
+
 def _add_installed_commands(cli: typer.Typer) -> None:
     """The commands the rest of foldwise adds (entry points of group ``foldwise.cli``, each a
     ``register(app)``): the service's ``serve``, ``db`` and ``token``, the trainers' ``task``."""
@@ -231,7 +235,6 @@ def _add_installed_commands(cli: typer.Typer) -> None:
         entry.load()(cli)
 
 
-COMMANDS_GROUP = "foldwise.cli"
 _add_installed_commands(app)
 
 

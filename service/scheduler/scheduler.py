@@ -88,8 +88,13 @@ class Scheduler:
 
     def cluster_nodes(self) -> list[NodeCapacity]:
         """What each node of the cluster offers (blocking); empty when Ray does not answer."""
+        return self._node_capacities() or []
+
+    def _node_capacities(self) -> list[NodeCapacity] | None:
+        """The executor's nodes (blocking): empty when Ray does not answer, None when the
+        executor cannot tell."""
         try:
-            return self.executor.node_capacities() or []
+            return self.executor.node_capacities()
         except Exception as exc:  # a submit check must not fail because Ray is slow to answer
             log.warning("could not read the cluster's nodes: %s", exc)
             return []
@@ -139,11 +144,7 @@ class Scheduler:
         if now - self._capacity_read_at < CAPACITY_SECONDS:
             return
         self._capacity_read_at = now
-        try:
-            nodes = await asyncio.to_thread(self.executor.node_capacities)
-        except Exception as exc:  # Ray slow to answer: keep the share as it is
-            log.warning("could not read the cluster's nodes: %s", exc)
-            return
+        nodes = await asyncio.to_thread(self._node_capacities)
         if nodes is not None:  # None: an executor that cannot tell, no limit
             self.share.set_capacity(nodes)
 
