@@ -140,7 +140,8 @@ def test_ray_dies_with_a_killed_service(tmp_path: Path) -> None:
     """Ray's processes lead process groups of their own, but SIGKILL of the service (nothing of
     it runs) takes every one with it within seconds: the GCS and raylet by the kernel's
     fate-sharing, the raylet's agents by the service's watchdog (they would wait a minute for
-    the dead GCS)."""
+    the dead GCS). A fresh service's Ray holds no idle workers: folds run in actors of their
+    own environment."""
     service = LiveService(f"sqlite:///{tmp_path / 'f.db'}", tmp_path / "service.log")
     service = _group_leader(service)
     assert service.process is not None
@@ -148,6 +149,7 @@ def test_ray_dies_with_a_killed_service(tmp_path: Path) -> None:
     names = {p.split(" ", 1)[1] for p in _session_processes(pid)}
     assert {"gcs_server", "raylet"} <= names, names
     assert any(name.startswith("ray::Dashboard") for name in names), names  # comm: 15 characters
+    assert "ray::IDLE" not in names, names  # no idle workers started that no fold could use
     service.kill()
     try:
         _wait_for(lambda: not _session_processes(pid), 10, lambda: _session_processes(pid))
