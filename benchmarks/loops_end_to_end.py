@@ -2,12 +2,13 @@
 
 The own-loop example (examples/shapes.yaml) beside the built-in loop on the same data and
 network, and the Lightning example (examples/lightning.yaml) beside the built-in digits MLP on
-the same data, each a study of 2-rank DDP folds with racing on. Each study runs once to warm
-its workers (a pool per task code), then ``--repeats`` times; the table gives the median wall
+the same data, each a study of 2-rank DDP folds with racing on. Each study runs ``--warm-runs``
+times (default once) to warm its workers (a pool per task code), then ``--repeats`` times; the
+table gives the median wall
 time from submit to the study's end, the fold runs and epochs it trained, and the wall seconds
 per epoch trained. Usage:
 
-    .venv/bin/python benchmarks/loops_end_to_end.py [--trials 6] [--repeats 2]
+    .venv/bin/python benchmarks/loops_end_to_end.py [--trials 6] [--repeats 2] [--warm-runs 1]
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--warm-runs", type=int, default=1, help="untimed runs first (0: cold)")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -83,7 +85,8 @@ def main() -> None:
         service.start()
         try:
             for label, spec in studies(args.trials):
-                run(service, spec)  # warms this task's worker pool
+                for _ in range(args.warm_runs):  # warms this task's worker pool
+                    run(service, spec)
                 measured = [run(service, spec) for _ in range(args.repeats)]
                 seconds = statistics.median(m[0] for m in measured)
                 runs, epochs = measured[-1][1], measured[-1][2]
@@ -91,7 +94,8 @@ def main() -> None:
                 print(f"  {label}: {[round(m[0], 1) for m in measured]} s", file=sys.stderr)
         finally:
             service.stop()
-    print(f"{args.trials} trials, 3 folds, 2 ranks per fold, racing on; warm workers\n")
+    workers = "warm workers" if args.warm_runs else "cold workers (no warm-up run)"
+    print(f"{args.trials} trials, 3 folds, 2 ranks per fold, racing on; {workers}\n")
     print("| study | wall s (median) | fold runs | epochs | s per epoch |")
     print("|---|---:|---:|---:|---:|")
     for label, seconds, runs, epochs in rows:

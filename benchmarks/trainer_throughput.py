@@ -230,10 +230,11 @@ def main() -> None:
         warm = [s for label, s in rows if label == "warm"]
         print("\n| placement to first step, 2 ranks on Ray | seconds |\n|---|---:|")
         print(f"| {rows[0][0]} | {rows[0][1]:.2f} |")
-        print(
-            f"| warm (median of {len(warm)}, max) | {statistics.median(warm):.2f}, "
-            f"{max(warm):.2f} |"
-        )
+        if warm:  # none with --warm-runs 0
+            print(
+                f"| warm (median of {len(warm)}, max) | {statistics.median(warm):.2f}, "
+                f"{max(warm):.2f} |"
+            )
 
 
 if __name__ == "__main__":

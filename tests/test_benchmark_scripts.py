@@ -39,10 +39,13 @@ SMOKE_RUNS = {
     ),
     "trainer_throughput": (
         ["--samples", "512", "--epochs", "2", "--repeats", "1", "--reports", "10", "--ray"]
-        + ["--warm-runs", "1"],
+        + ["--warm-runs", "0"],
         "| placement to first step, 2 ranks on Ray | seconds |",
     ),
-    "loops_end_to_end": (["--trials", "2", "--repeats", "1"], "| shapes: own loop (train_fold) |"),
+    "loops_end_to_end": (
+        ["--trials", "1", "--repeats", "1", "--warm-runs", "0"],
+        "| shapes: own loop (train_fold) |",
+    ),
     "holdout_bias": (["--seeds", "1", "--trials", "3"], "| seed | CV-best val_loss"),
     "racing": (
         ["--tasks", "digits", "--seeds", "1", "--trials", "4", "--modes", "off,racing"]
@@ -59,7 +62,7 @@ SMOKE_RUNS = {
         "| gp |",
     ),
     "cluster": (
-        ["--reps", "2", "--trials", "2", "--epochs", "1", "--node-loss", "1"],
+        ["--reps", "2", "--trials", "1", "--epochs", "1", "--node-loss", "1"],
         "| local Ray (4 CPUs) |",
     ),
 }
