@@ -5,9 +5,13 @@ This package is the SDK and the CLI; ``pip install 'foldwise[server]'`` adds the
 
 from __future__ import annotations
 
-from foldwise.client import Client, Study
+from typing import TYPE_CHECKING, Any
+
 from foldwise.errors import ApiError, FoldwiseError, InvalidSpec, NotFound, ServiceUnavailable
 from foldwise.spec import StudySpec
+
+if TYPE_CHECKING:
+    from foldwise.client import Client, Study
 
 __version__ = "0.1.0"
 
@@ -22,3 +26,13 @@ __all__ = [
     "StudySpec",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``Client`` and ``Study`` load the HTTP client on first use: a fold worker imports
+    ``foldwise.trainers`` (and so this package) and never talks to the service."""
+    if name in ("Client", "Study"):
+        from foldwise import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'foldwise' has no attribute {name!r}")

@@ -121,3 +121,18 @@ def test_an_api_instance_that_does_not_schedule_loads_neither_ray_nor_torch(tmp_
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == ""
+
+
+def test_a_fold_worker_loads_no_http_client(tmp_path) -> None:
+    """A fold worker imports the trainers (and so ``foldwise``), never the SDK's HTTP client:
+    every worker process of every fold would pay for it."""
+    code = (
+        "import sys\n"
+        "from foldwise.trainers import ddp, fold_data, fold_runner, task\n"
+        "print(','.join(sorted({'httpx', 'foldwise.client'} & set(sys.modules))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == ""
