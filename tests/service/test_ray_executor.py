@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import io
+import re
 import socket
 import sys
 import time
@@ -338,7 +339,8 @@ def test_user_error_is_not_retryable_and_kills_the_group(runner, executor) -> No
         runner.run(_collect(executor, _job(mode="raise")))
     failure = info.value
     assert not failure.retryable
-    assert failure.message == "rank 0: ValueError: tiny task refuses mode=raise"
+    # every rank raises it; the first to fail is named (the others may come after the grace)
+    assert re.fullmatch(r"rank [01]: ValueError: tiny task refuses mode=raise", failure.message)
     assert "build_model" in failure.traceback
     assert "ray::" in failure.traceback and "\x1b" not in failure.traceback  # Ray colours it
     assert not executor.pool.busy_groups
