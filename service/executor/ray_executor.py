@@ -23,6 +23,7 @@ import ray
 from foldwise.service.admission.cluster_fit import NodeCapacity
 from foldwise.service.admission.task_policy import DESCRIBE_TIMEOUT_S
 from foldwise.service.artifact_store import ArtifactStore
+from foldwise.service.executor.cluster_view import ClusterView
 from foldwise.service.executor.code_shipping import task_module_paths
 from foldwise.service.executor.contract import FoldRunStats
 from foldwise.service.executor.failures import FoldFailed, fold_failure, is_root_cause
@@ -56,10 +57,6 @@ task code's environment, which those workers lack, so they were never used (one 
 per CPU, about a second of CPU and 70 MB each, per start)."""
 STATUS_TIMEOUT_S = 5.0
 """How long the ranks of a run that timed out have to say where they were."""
-CAPACITY_TTL_S = 10.0
-"""How long ``describe_capacity`` reuses Ray's answer."""
-CAPACITY_TIMEOUT_S = 5.0
-"""How long ``describe_capacity`` waits for Ray's answer."""
 _RUN_KEYS = itertools.count(1)
 """Numbers that make each fold run's key unique, so a late stop never hits the next run."""
 
@@ -94,12 +91,11 @@ class RayExecutor:
         self.artifacts = artifacts
         self.code_cache = code_cache
         self.pool = WorkerPool(max_idle_groups=max_idle_groups)
+        self.cluster = ClusterView(self.pool)
         self.last_run_stats: FoldRunStats | None = None
         self._owns_ray = False
         self._reaper: RayReaper | None = None
         """Takes a local Ray's agents with the service if the service is killed."""
-        self._capacity: tuple[float, dict[str, Any]] | None = None
-        """When ``describe_capacity`` last asked Ray, and its answer."""
 
     async def start(self) -> None:
         """Start a local Ray (or join `address`) whose workers get the task modules' code."""
@@ -352,24 +348,7 @@ class RayExecutor:
 
     def health(self) -> dict[str, Any]:
         """Whether Ray answers, with its alive nodes, resources and the pool's size."""
-        if not ray.is_initialized():
-            return {"ok": False, "error": "Ray is not started"}
-        try:
-            nodes = [n for n in ray.nodes() if n.get("Alive")]
-            total, free = ray.cluster_resources(), ray.available_resources()
-        except Exception as err:
-            return {"ok": False, "error": f"{type(err).__name__}: {err}"}
-        return {
-            "ok": bool(nodes),
-            "nodes": len(nodes),
-            "cpus": total.get("CPU", 0.0),
-            "gpus": total.get("GPU", 0.0),
-            "cpus_free": free.get("CPU", 0.0),
-            "gpus_free": free.get("GPU", 0.0),
-            "idle_groups": len(self.pool.idle_groups),
-            "idle_cpus": sum(g.shape[0] * g.shape[1] for g in self.pool.idle_groups),
-            "busy_groups": len(self.pool.busy_groups),
-        }
+        return self.cluster.health()
 
     async def score_models(
         self, job: FoldJob, models: list[bytes], *, cpus: float, gpus: float = 0.0
@@ -380,29 +359,8 @@ class RayExecutor:
         return await score_in_worker(self.pool, job, models, code=code, cpus=cpus, gpus=gpus)
 
     async def describe_capacity(self, *, gpus: bool = False) -> str:
-        """What Ray says it can place, in words: free CPUs (and GPUs, when the cluster has some
-        or ``gpus``) on its alive nodes, or that it has no alive node or does not answer.
-
-        Asked of Ray at most every ``CAPACITY_TTL_S`` however many studies wait, and for at
-        most ``CAPACITY_TIMEOUT_S``: the answer is only words for a study's ``waiting``."""
-        now = time.monotonic()
-        if self._capacity is None or now - self._capacity[0] >= CAPACITY_TTL_S:
-            try:
-                health = await asyncio.wait_for(
-                    asyncio.to_thread(self.health), timeout=CAPACITY_TIMEOUT_S
-                )
-            except TimeoutError:
-                health = {"ok": False, "error": f"Ray did not answer in {CAPACITY_TIMEOUT_S:g} s"}
-            self._capacity = now, health
-        health = self._capacity[1]
-        if not health["ok"]:
-            why = health.get("error") or "Ray reports no alive node"
-            return f"{why} (see GET /health)"
-        free = f"{health['cpus_free']:g} of {health['cpus']:g} CPUs"
-        if health["gpus"] or gpus:
-            free += f" and {health['gpus_free']:g} of {health['gpus']:g} GPUs"
-        nodes = health["nodes"]
-        return f"Ray has {free} free on {nodes} alive node{'s' if nodes != 1 else ''}"
+        """What Ray says it can place, in words (``ClusterView.describe_capacity``)."""
+        return await self.cluster.describe_capacity(gpus=gpus)
 
     def describe_task(
         self, name: str, code: Path | None = None, options: dict[str, Any] | None = None
@@ -414,13 +372,7 @@ class RayExecutor:
 
     def node_capacities(self) -> list[NodeCapacity]:
         """CPUs and GPUs of each alive node, in all (blocking: a call to Ray's GCS)."""
-        if not ray.is_initialized():
-            return []
-        return [
-            NodeCapacity(cpus=n["Resources"].get("CPU", 0.0), gpus=n["Resources"].get("GPU", 0.0))
-            for n in ray.nodes()
-            if n.get("Alive")
-        ]
+        return self.cluster.node_capacities()
 
     async def shutdown(self) -> None:
         """Kill pooled workers; shut Ray down only if `start` started or joined it."""
