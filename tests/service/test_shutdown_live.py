@@ -146,13 +146,15 @@ def test_ray_dies_with_a_killed_service(tmp_path: Path) -> None:
     service = _group_leader(service)
     assert service.process is not None
     pid = service.process.pid
-    names = {p.split(" ", 1)[1] for p in _session_processes(pid)}
-    assert {"gcs_server", "raylet"} <= names, names
-    assert any(name.startswith("ray::Dashboard") for name in names), names  # comm: 15 characters
-    assert "ray::IDLE" not in names, names  # no idle workers started that no fold could use
-    service.kill()
     try:
+        names = {p.split(" ", 1)[1] for p in _session_processes(pid)}
+        assert {"gcs_server", "raylet"} <= names, names
+        assert any(name.startswith("ray::Dashboard") for name in names), names  # comm: 15 chars
+        assert "ray::IDLE" not in names, names  # no idle workers started that no fold could use
+        service.kill()
         _wait_for(lambda: not _session_processes(pid), 10, lambda: _session_processes(pid))
-    finally:
+    finally:  # whatever failed above, nothing of this service outlives the test
+        if service.process.poll() is None:
+            service.kill()
         for process in _session_processes(pid):
             os.kill(int(process.split(" ", 1)[0]), signal.SIGKILL)
