@@ -4,9 +4,8 @@ The own-loop example (examples/shapes.yaml) beside the built-in loop on the same
 network, and the Lightning example (examples/lightning.yaml) beside the built-in digits MLP on
 the same data, each a study of 2-rank DDP folds with racing on. Each study runs ``--warm-runs``
 times (default once) to warm its workers (a pool per task code), then ``--repeats`` times; the
-table gives the median wall
-time from submit to the study's end, the fold runs and epochs it trained, and the wall seconds
-per epoch trained. Usage:
+table gives the median wall time from submit to the study's end, the fold runs and epochs it
+trained, and the wall seconds per epoch trained. Usage:
 
     .venv/bin/python benchmarks/loops_end_to_end.py [--trials 6] [--repeats 2] [--warm-runs 1]
 """

@@ -98,6 +98,20 @@ def test_docker_compose_runs_database_ray_and_service() -> None:
     assert "--head" in services["ray-head"]["command"]
 
 
+def _loaded_in_fresh_interpreter(code: str, modules: set[str], cwd: Path, *args: str) -> set[str]:
+    """Which of ``modules`` a new Python process has loaded after running ``code``."""
+    report = f"\nimport sys\nprint(','.join(sorted(set({sorted(modules)!r}) & set(sys.modules))))"
+    done = subprocess.run(
+        [sys.executable, "-c", code + report, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return set(filter(None, done.stdout.strip().split(",")))
+
+
 def test_an_api_instance_that_does_not_schedule_loads_neither_ray_nor_torch(tmp_path) -> None:
     """The scheduler sees executors through ``service.executor.contract``; Ray, torch and the
     trainers' data code load only when a scheduler starts its RayExecutor."""
@@ -109,30 +123,16 @@ def test_an_api_instance_that_does_not_schedule_loads_neither_ray_nor_torch(tmp_
         "settings = Settings(database_url=sys.argv[1], scheduler_enabled=False, auth=False,\n"
         "                    upgrade_db=True, allowed_hosts=['testserver'])\n"
         "with TestClient(create_app(settings)) as client:\n"
-        "    assert client.get('/health').status_code == 200\n"
-        "print(','.join(sorted({'ray', 'torch', 'sklearn'} & set(sys.modules))))"
+        "    assert client.get('/health').status_code == 200"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, f"sqlite:///{tmp_path / 'api.db'}"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip() == ""
+    database = f"sqlite:///{tmp_path / 'api.db'}"
+    loaded = _loaded_in_fresh_interpreter(code, {"ray", "torch", "sklearn"}, tmp_path, database)
+    assert loaded == set()
 
 
 def test_a_fold_worker_loads_no_http_client(tmp_path) -> None:
     """A fold worker imports the trainers (and so ``foldwise``), never the SDK's HTTP client:
     every worker process of every fold would pay for it."""
-    code = (
-        "import sys\n"
-        "from foldwise.trainers import ddp, fold_data, fold_runner, task\n"
-        "print(','.join(sorted({'httpx', 'foldwise.client'} & set(sys.modules))))"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip() == ""
+    code = "from foldwise.trainers import ddp, fold_data, fold_runner, task"
+    loaded = _loaded_in_fresh_interpreter(code, {"httpx", "foldwise.client"}, tmp_path)
+    assert loaded == set()

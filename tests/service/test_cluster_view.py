@@ -27,4 +27,4 @@ def test_capacity_is_said_in_words_and_ray_is_asked_once_per_ttl() -> None:
 
 def test_a_ray_with_no_alive_node_is_named_with_where_to_look() -> None:
     view, _ = _view({"ok": False})
-    assert asyncio.run(view.describe_capacity()) == ("Ray reports no alive node (see GET /health)")
+    assert asyncio.run(view.describe_capacity()) == "Ray reports no alive node (see GET /health)"
