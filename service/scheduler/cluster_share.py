@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from foldwise.service.admission.cluster_fit import NodeCapacity
 
 EPS = 1e-9
+T = TypeVar("T")
 
 
 @dataclass
@@ -41,6 +43,12 @@ class ClusterShare:
         self._grants = 0
         self.cpus: float | None = None
         self.gpus: float = 0.0
+        self._version = 0
+        """Counts the changes to the claims and the capacity: what is derived from them (the
+        study next in line) is worked out once per change, not once per study that asks (every
+        waiting study asks each turn of its loop; with hundreds queued that was most of the
+        scheduler's time)."""
+        self._derived: dict[str, tuple[int, Any]] = {}
 
     def set_capacity(self, nodes: Sequence[NodeCapacity]) -> None:
         """The alive nodes' CPUs and GPUs in all; an empty list means unknown (no limit)."""
@@ -51,6 +59,7 @@ class ClusterShare:
         else:
             self.cpus, self.gpus = None, 0.0
         if (self.cpus, self.gpus) != before:
+            self._version += 1
             self._wake_waiting()
 
     def join(
@@ -64,10 +73,12 @@ class ClusterShare:
     ) -> None:
         """A study starts running: ``cpus`` and ``gpus`` are what one of its fold runs holds."""
         self._joined += 1
+        self._version += 1
         self._claims[study_id] = _Claim(cpus, gpus, priority, self._joined, wake)
 
     def leave(self, study_id: int) -> None:
         if self._claims.pop(study_id, None) is not None:
+            self._version += 1
             self._wake_waiting()
 
     def grant(self, study_id: int, *, running: int, ready: int) -> int:
@@ -77,8 +88,11 @@ class ClusterShare:
         if me is None:
             return ready
         freed = running < me.running
-        me.running, me.ready = running, ready
+        if (me.running, me.ready) != (running, ready):
+            self._version += 1
+            me.running, me.ready = running, ready
         if self.cpus is None:  # nothing known of the cluster: Ray queues what does not fit
+            self._version += 1
             me.running, me.ready = running + ready, 0
             return ready
         if freed:
@@ -86,6 +100,7 @@ class ClusterShare:
         granted = 0
         while granted < ready and self._next_in_line() is me:
             self._grants += 1
+            self._version += 1
             me.last_grant = self._grants
             me.running += 1
             me.ready -= 1
@@ -103,7 +118,9 @@ class ClusterShare:
             return None
         free_cpus, free_gpus = self._free()
         need = fold_needs(me.cpus, me.gpus)
-        others = sorted(sid for sid, c in self._claims.items() if sid != study_id and c.running)
+        others = [
+            sid for sid in self._once_per_change("holders", self._holders) if sid != study_id
+        ]
         held = f" (held by studies {', '.join(map(str, others))})" if others else ""
         return (
             f"waiting for cluster resources: {me.ready} fold runs ready, each needs {need}; "
@@ -130,7 +147,14 @@ class ClusterShare:
             "joins (see GET /health)"
         )
 
+    def _holders(self) -> list[int]:
+        """The studies with fold runs holding resources, by id."""
+        return sorted(sid for sid, c in self._claims.items() if c.running)
+
     def _free(self) -> tuple[float, float]:
+        return self._once_per_change("free", self._work_out_free)
+
+    def _work_out_free(self) -> tuple[float, float]:
         assert self.cpus is not None
         cpus = self.cpus - sum(c.running * c.cpus for c in self._claims.values())
         gpus = self.gpus - sum(c.running * c.gpus for c in self._claims.values())
@@ -139,7 +163,19 @@ class ClusterShare:
     def _next_in_line(self) -> _Claim | None:
         """The study that gets the next fold run, if it fits now: the lowest weighted share in
         use among those with folds ready (on ties, the one served least recently). A fold
-        bigger than the whole cluster reserves nothing (it waits for nodes to join)."""
+        bigger than the whole cluster reserves nothing (it waits for nodes to join). Worked
+        out once per change of the claims."""
+        return self._once_per_change("next", self._work_out_next)
+
+    def _once_per_change(self, name: str, work: Callable[[], T]) -> T:
+        """``work()``, worked out again only when the claims or the capacity changed."""
+        version, value = self._derived.get(name, (-1, None))
+        if version != self._version:
+            value = work()
+            self._derived[name] = (self._version, value)
+        return value
+
+    def _work_out_next(self) -> _Claim | None:
         ready = [c for c in self._claims.values() if c.ready > 0]
         if self.cpus is None:
             return None
