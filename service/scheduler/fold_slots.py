@@ -31,7 +31,39 @@ PLACEMENT_PATIENCE_S = 10.0
 """How long a fold run given a slot may wait for Ray to place its workers before the study's
 ``waiting`` says so (placing takes well under a second on a cluster that has room)."""
 
+WAITING_REFRESH_S = 5.0
+"""How often, at most, a study's waiting note is rewritten while only its figures change (the
+fold runs ready, the CPUs free, the studies holding them): each fold run that starts or ends
+anywhere changes them for every waiting study, and each write is a new revision of the study
+that its pollers read again. A note that appears, goes or changes its reason is written at
+once."""
+
 FoldRun = asyncio.Task[FoldOutcome]
+
+
+class WaitingNote:
+    """The waiting note last written for a study, and whether a new one is due."""
+
+    def __init__(self) -> None:
+        self.text: str | None = None
+        self.written_at = -float("inf")
+
+    def due(self, text: str | None, now: float) -> bool:
+        """Whether ``text`` should be written now: it appears, goes or gives another reason,
+        or only its figures changed and the last write is ``WAITING_REFRESH_S`` old."""
+        if text == self.text:
+            return False
+        if text is None or self.text is None or _reason(text) != _reason(self.text):
+            return True
+        return now - self.written_at >= WAITING_REFRESH_S
+
+    def written(self, text: str | None, now: float) -> None:
+        self.text, self.written_at = text, now
+
+
+def _reason(note: str) -> str:
+    """A note's reason: its words before the first colon (the figures follow it)."""
+    return note.split(":", 1)[0]
 
 
 class FoldSlots:
@@ -57,7 +89,7 @@ class FoldSlots:
         self.fold_cpus = self.fold_gpus = 0.0
         """What one fold run of the study holds."""
         self.meter = SlotMeter()
-        self.waiting: str | None = None
+        self.note = WaitingNote()
 
     async def open(self, spec: StudySpec) -> None:
         """Size the slots to the study and the cluster, and join the cluster's share."""
@@ -125,8 +157,9 @@ class FoldSlots:
             waiting = self.share.explain(self.study_id)
         if waiting is None:
             waiting = await self._placement_waiting()
-        if waiting != self.waiting:
-            self.waiting = waiting
+        now = time.monotonic()
+        if self.note.due(waiting, now):
+            self.note.written(waiting, now)
             await self.store.set_waiting(self.study_id, waiting)
 
     async def _placement_waiting(self) -> str | None:

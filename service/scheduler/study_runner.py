@@ -108,13 +108,15 @@ class StudyRunner:
         for handle in start.unfinished:
             await verdicts.resume(handle)
         deadline = _deadline(spec, start.started_at)
+        trials_ended = True  # the trials a restart found may already have failed alike
         while True:
-            await self._reap(verdicts)
+            trials_ended = await self._reap(verdicts) or trials_ended
             if await self.store.stop_requested(self.study_id):
                 await self._stop()
                 return
-            if await self._hopeless(spec):
+            if trials_ended and await self._hopeless(spec):
                 return
+            trials_ended = False
             out_of_time = deadline is not None and utcnow() >= deadline
             created = 0 if out_of_time else await self._fill(spec, optimizer, verdicts)
             await self.fold_slots.start(self.context, verdicts.trials.values())
@@ -136,7 +138,8 @@ class StudyRunner:
 
     async def _hopeless(self, spec: StudySpec) -> bool:
         """End the study as failed when its last trials all failed with the same error: the
-        next would too, and a budget of them is compute burnt for nothing."""
+        next would too, and a budget of them is compute burnt for nothing. Asked only after
+        folds ended: a waiting study's turn of the loop reads nothing more than its stop flag."""
         count = spec.budget.max_consecutive_failures
         error = await self.store.repeated_failure(self.study_id, count)
         if error is None:
@@ -168,10 +171,12 @@ class StudyRunner:
             verdicts.add(handle)
         return len(handles)
 
-    async def _reap(self, verdicts: TrialVerdicts) -> None:
-        """Take in the folds that ended: record finished trials, race the others. An error
-        escaping a fold task is a bug: re-raise it."""
-        for trial, _fold_task, task in self.fold_slots.ended():
+    async def _reap(self, verdicts: TrialVerdicts) -> bool:
+        """Take in the folds that ended: record finished trials, race the others; whether any
+        fold ended (only then can a trial have ended). An error escaping a fold task is a bug:
+        re-raise it."""
+        ended = self.fold_slots.ended()
+        for trial, _fold_task, task in ended:
             if task.cancelled():
                 continue
             error = task.exception()
@@ -179,6 +184,7 @@ class StudyRunner:
                 raise error
             await verdicts.take(trial, task.result())
         self.fold_slots.count_time()
+        return bool(ended)
 
     async def _wait(self) -> None:
         self._wake.clear()

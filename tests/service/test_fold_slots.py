@@ -1,8 +1,10 @@
-"""Which folds free slots go to: waves under racing, every fold at once without."""
+"""Which folds free slots go to: waves under racing, every fold at once without; and how often
+a waiting study's note is written."""
 
 from __future__ import annotations
 
 from foldwise.service.scheduler import slot_meter
+from foldwise.service.scheduler.fold_slots import WAITING_REFRESH_S, WaitingNote
 from foldwise.service.scheduler.store import TrialHandle
 from foldwise.service.scheduler.trial_progress import (
     TrialProgress,
@@ -58,3 +60,20 @@ def test_the_slot_meter_integrates_running_folds_against_the_slots(monkeypatch) 
     assert meter.update(5) == (15.0, 5.0)  # t = 15: 3 busy, 1 idle for 5 s
     assert meter.update(0) == (40.0, 0.0)  # t = 25: 5 running (one winding down) count as 4
     assert meter.utilisation() == 55.0 / 100.0
+
+
+def test_a_waiting_note_is_written_at_once_when_its_reason_changes_else_at_most_every_refresh():
+    busy = "waiting for cluster resources: 3 fold runs ready; 0.5 of 2 CPUs are free"
+    busier = "waiting for cluster resources: 2 fold runs ready; 0 of 2 CPUs are free"
+    no_node = "no alive node can run its folds: the cluster's alive nodes hold 0 CPUs in all"
+    note = WaitingNote()
+    assert not note.due(None, 0.0)  # nothing to say, nothing said
+    assert note.due(busy, 0.0)  # a note appears
+    note.written(busy, 0.0)
+    assert not note.due(busy, 1.0)
+    assert not note.due(busier, WAITING_REFRESH_S - 0.1)  # only its figures changed
+    assert note.due(busier, WAITING_REFRESH_S)
+    assert note.due(no_node, 0.1)  # another reason
+    assert note.due(None, 0.1)  # the folds start: the note goes at once
+    note.written(None, 0.1)
+    assert note.due(busy, 0.2)
