@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from foldwise.limits import TASK_DESCRIBE_TIMEOUT_S
+from foldwise.service.admission.task_profiles import DESCRIBED
 from foldwise.trainers.task import BUILTIN_TASKS, TaskNotFound, TaskProfile, resolve_task
 
 DESCRIBE_TIMEOUT_S = TASK_DESCRIBE_TIMEOUT_S
@@ -62,13 +63,22 @@ def task_profile(
     """What task ``name`` (permitted) is, with ``options`` (``trainer.options``): its kind,
     loop, metrics and what it gives. A built-in is ours, read here; a user's is described from
     ``code`` (its package's snapshot, when it has one) by ``remote`` (in a Ray worker), else in
-    a subprocess. ``TaskNotFound`` if it cannot be loaded."""
+    a subprocess, once per snapshot and options (``task_profiles``). ``TaskNotFound`` if it
+    cannot be loaded."""
     options = options or {}
     if name in BUILTIN_TASKS:
         return resolve_task(name).profile(options)
+    key = None if code is None else DESCRIBED.key(name, code, options)
+    known = None if key is None else DESCRIBED.get(key)
+    if known is not None:
+        return known
     if remote is not None:
-        return remote(name, code, options)
-    return describe_in_subprocess(name, code=code, options=options)
+        profile = remote(name, code, options)
+    else:
+        profile = describe_in_subprocess(name, code=code, options=options)
+    if key is not None:
+        DESCRIBED.put(key, profile)
+    return profile
 
 
 def scrubbed_environment() -> dict[str, str]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from foldwise.schemas import Role
+from foldwise.service.admission.task_profiles import DESCRIBED
 from tests.service.conftest import signed_in_client
 from tests.service.study_specs import study_spec
 
@@ -21,10 +22,12 @@ def _task_spec(task: str) -> dict:
 
 @pytest.fixture
 def marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The file a side-effecting task module writes when something imports it."""
+    """The file a side-effecting task module writes when something imports it (with no profile
+    kept from an earlier test: the module is imported again)."""
     path = tmp_path / "imported-by"
     monkeypatch.setenv("SIDE_EFFECT_MARKER", str(path))
     sys.modules.pop(SIDE_EFFECT, None)
+    DESCRIBED.clear()
     return path
 
 
@@ -63,6 +66,19 @@ def test_an_allowed_task_is_loaded_in_another_process_never_this_one(
     assert response.status_code == 201, response.text
     assert SIDE_EFFECT not in sys.modules
     assert marker.exists() and int(marker.read_text()) != os.getpid()
+
+
+def test_a_task_is_loaded_once_per_snapshot_and_options(database_url: str, marker: Path) -> None:
+    spec = _task_spec(SIDE_EFFECT)
+    with signed_in_client(database_url, task_modules=["tests.untrusted"]) as api:
+        assert api.post("/studies", json=spec).status_code == 201
+        assert marker.exists()
+        marker.unlink()
+        assert api.post("/studies", json=spec).status_code == 201
+        assert not marker.exists()  # the same code and options: the profile was kept
+        spec["trainer"]["options"] = {"rows": 100}
+        assert api.post("/studies", json=spec).status_code == 201
+        assert marker.exists()  # other options: the task may answer otherwise
 
 
 def test_a_task_that_cannot_be_loaded_is_a_422_with_the_reason(database_url: str) -> None:
