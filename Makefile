@@ -25,15 +25,17 @@ run: install
 	@bash scripts/run_service.sh $(HOST) $(PORT) examples/digits.yaml
 
 ## The whole suite: unit, PostgreSQL, Ray, DDP and end-to-end tests, a test file per worker
-## process (most of a live test's time is waiting on its service, its Ray and their processes).
+## process (most of a live test's time is waiting on its service, its Ray and their processes),
+## files in the order tests/conftest.py gives them (xdist would reorder them by their number of
+## tests, which put the long live files last).
 TEST_WORKERS ?= 2
 test: install browser
 	$(PY) -m ruff check .
-	$(PY) -m pytest -ra -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -ra -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 ## Unit tests only, for a quick loop while editing.
 test-fast: install
-	$(PY) -m pytest -ra -m "not slow" -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -ra -m "not slow" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: install
 	$(PY) -m ruff check . && $(PY) -m ruff format --check .

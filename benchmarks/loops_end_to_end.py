@@ -8,6 +8,7 @@ table gives the median wall time from submit to the study's end, the fold runs a
 trained, and the wall seconds per epoch trained. Usage:
 
     .venv/bin/python benchmarks/loops_end_to_end.py [--trials 6] [--repeats 2] [--warm-runs 1]
+        [--epochs 4]
 """
 
 from __future__ import annotations
@@ -29,30 +30,40 @@ sys.path.insert(0, str(ROOT))
 from tests.live_service import LiveService  # noqa: E402
 
 
-def _example(file: str, trials: int, **changes: Any) -> dict[str, Any]:
+def _example(file: str, trials: int, epochs: int | None, **changes: Any) -> dict[str, Any]:
     spec = copy.deepcopy(yaml.safe_load((ROOT / "examples" / file).read_text()))
     spec["budget"]["trials"] = trials
+    if epochs is not None:
+        spec["trainer"]["epochs"] = epochs
     for section, values in changes.items():
         spec[section] = {**spec.get(section, {}), **values} if isinstance(values, dict) else values
     return spec
 
 
-def studies(trials: int) -> list[tuple[str, dict[str, Any]]]:
+def studies(trials: int, epochs: int | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """The four studies, each of ``trials`` trials and the example's epochs (or ``epochs``)."""
     accuracy = {"metric": "val_accuracy", "direction": "maximize"}
     shapes_builtin = _example(
         "shapes.yaml",
         trials,
+        epochs,
         objective=accuracy,
         trainer={"task": "examples.tasks.shapes:BuiltInLoop", "options": {"images": 600}},
     )
     shapes_builtin["trainer"]["num_workers"] = 1
     return [
-        ("shapes: own loop (train_fold)", _example("shapes.yaml", trials)),
+        ("shapes: own loop (train_fold)", _example("shapes.yaml", trials, epochs)),
         ("shapes: built-in loop", shapes_builtin),
-        ("digits: Lightning module", _example("lightning.yaml", trials)),
+        ("digits: Lightning module", _example("lightning.yaml", trials, epochs)),
         (
             "digits: built-in loop (digits_mlp)",
-            _example("lightning.yaml", trials, objective=accuracy, trainer={"task": "digits_mlp"}),
+            _example(
+                "lightning.yaml",
+                trials,
+                epochs,
+                objective=accuracy,
+                trainer={"task": "digits_mlp"},
+            ),
         ),
     ]
 
@@ -76,6 +87,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--warm-runs", type=int, default=1, help="untimed runs first (0: cold)")
+    parser.add_argument("--epochs", type=int, help="epochs per fold (default: the example's, 4)")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -83,7 +95,7 @@ def main() -> None:
         service = LiveService(f"sqlite:///{tmp}/loops.db", Path(tmp) / "service.log", env=env)
         service.start()
         try:
-            for label, spec in studies(args.trials):
+            for label, spec in studies(args.trials, args.epochs):
                 for _ in range(args.warm_runs):  # warms this task's worker pool
                     run(service, spec)
                 measured = [run(service, spec) for _ in range(args.repeats)]

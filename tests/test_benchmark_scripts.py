@@ -43,7 +43,7 @@ SMOKE_RUNS = {
         "| placement to first step, 2 ranks on Ray | seconds |",
     ),
     "loops_end_to_end": (
-        ["--trials", "1", "--repeats", "1", "--warm-runs", "0"],
+        ["--trials", "1", "--repeats", "1", "--warm-runs", "0", "--epochs", "1"],
         "| shapes: own loop (train_fold) |",
     ),
     "holdout_bias": (["--seeds", "1", "--trials", "3"], "| seed | CV-best val_loss"),
