@@ -53,7 +53,8 @@ SMOKE_RUNS = {
         "| random | racing |",
     ),
     "api_load": (
-        ["--backends", "sqlite", "--clients", "5", "--seconds", "5", "--quiet", "1"],
+        ["--backends", "sqlite", "--clients", "5", "--seconds", "5", "--quiet", "1"]
+        + ["--queued", "2"],
         "| now sqlite | study |",
     ),
     "optimizers": (
