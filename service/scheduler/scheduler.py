@@ -82,6 +82,7 @@ class Scheduler:
 
     def wake(self) -> None:
         """Look for new studies and for stop and delete requests now, not at the next poll."""
+        self.store.stop_flags.forget()
         self._wake.set()
         for runner, _task in self._runners.values():
             runner.wake()
@@ -154,6 +155,7 @@ class Scheduler:
         for study_id in await self.store.deletion_requests():
             entry = self._runners.get(study_id)
             if entry is not None:
+                self.store.stop_flags.forget()
                 entry[0].wake()
                 continue
             holdout = self._holdouts.get(study_id)

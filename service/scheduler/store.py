@@ -28,6 +28,7 @@ from foldwise.service.db.models import StudyRow, TrialRow, utcnow
 from foldwise.service.db.trials import STOPPED_ERROR
 from foldwise.service.metrics import FOLDS_ENDED, TRIALS_ENDED
 from foldwise.service.scheduler.racing import Incumbent
+from foldwise.service.scheduler.stop_flags import StopFlags
 from foldwise.spec import StudySpec
 from foldwise.trainers.report import ArtifactKind, EpochReport
 
@@ -65,6 +66,7 @@ class SchedulerStore:
         artifact_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self._db = db
+        self.stop_flags = StopFlags(db)
         self._fence = fence or (lambda _session: None)
         self.artifact_dir = None if artifact_dir is None else os.fspath(artifact_dir)
 
@@ -112,11 +114,9 @@ class SchedulerStore:
         return await self.write(study_id, work)
 
     async def stop_requested(self, study_id: int) -> bool:
-        def work(session: Session) -> bool:
-            study = session.get(StudyRow, study_id)
-            return study is None or study.stop_requested
-
-        return await self._db.read(work)
+        """Whether the study was asked to stop, or is gone (``stop_flags``: one read serves
+        every study that asks within a fraction of a poll)."""
+        return await self.stop_flags.requested(study_id)
 
     async def history(self, study_id: int) -> tuple[list[Observation], int]:
         """Finished trials as observations, and how many trials the study has in all."""

@@ -1,0 +1,73 @@
+"""Stop requests reach the study runners through one read of every active study's flag."""
+
+from __future__ import annotations
+
+import asyncio
+
+from foldwise.schemas import StudyStatus
+from foldwise.service.db import studies as study_repo
+from foldwise.service.db.engine import SessionRunner
+from foldwise.service.db.models import StudyRow
+from foldwise.service.scheduler import stop_flags
+from foldwise.service.scheduler.stop_flags import StopFlags
+from foldwise.spec import StudySpec
+from tests.service.study_specs import study_spec
+
+
+def _new_study(db: SessionRunner, status: StudyStatus = StudyStatus.RUNNING) -> int:
+    def work(session) -> int:
+        study = study_repo.create_study(session, StudySpec.model_validate(study_spec()))
+        study.status = status
+        session.flush()
+        return study.id
+
+    return asyncio.run(db.write(work))
+
+
+def _ask_stop(db: SessionRunner, study_id: int) -> None:
+    def work(session) -> None:
+        session.get(StudyRow, study_id).stop_requested = True
+
+    asyncio.run(db.write(work))
+
+
+class CountingReads(SessionRunner):
+    reads = 0
+
+    def _read(self, work):
+        self.reads += 1
+        return super()._read(work)
+
+
+def test_studies_that_ask_at_once_share_one_read_and_a_forgotten_read_is_read_again(
+    db: SessionRunner, monkeypatch
+) -> None:
+    monkeypatch.setattr(stop_flags, "MAX_AGE_S", 60.0)  # no read goes old on a slow machine
+    counting = CountingReads(str(db.engine.url), limit=2)
+    ids = [_new_study(db) for _ in range(20)]
+    flags = StopFlags(counting)
+
+    async def everyone_asks() -> list[bool]:
+        return await asyncio.gather(*(flags.requested(i) for i in ids))
+
+    assert asyncio.run(everyone_asks()) == [False] * 20
+    assert counting.reads == 1
+    _ask_stop(db, ids[3])
+    flags.forget()  # what the scheduler does when its API took a request
+    assert asyncio.run(flags.requested(ids[3])) is True
+    assert asyncio.run(flags.requested(ids[4])) is False
+    assert counting.reads == 2
+    counting.engine.dispose()
+
+
+def test_a_study_gone_is_asked_to_stop_and_one_not_active_when_read_is_read_on_its_own(
+    db: SessionRunner,
+) -> None:
+    flags = StopFlags(db)
+    assert asyncio.run(flags.requested(10**6)) is True  # deleted (or never there)
+    queued_later = _new_study(db, StudyStatus.QUEUED)
+    assert asyncio.run(flags.requested(queued_later)) is False
+    _ask_stop(db, queued_later)
+    assert asyncio.run(flags.requested(queued_later)) is True
+    ended = _new_study(db, StudyStatus.COMPLETED)
+    assert asyncio.run(flags.requested(ended)) is False  # not active: its own row answers
