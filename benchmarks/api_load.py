@@ -14,11 +14,6 @@ Prints, per endpoint, requests, throughput, p50/p99/max latency and errors (time
 prints under load (`QueuePool limit`, `database is locked`, tracebacks), and the study's progress
 in the quiet window before the load and under it (trials finished per minute).
 
-`--queued N` also submits N small studies once the load study runs: the cluster is full, so
-they wait in the queue the whole time, each asking the scheduler for its turn (what a team's
-backlog, or a fuzzer's hundreds of studies, costs the service). The second table gives the
-service process's CPU seconds over the load window.
-
 `--ref REV` also runs the same load against the service as it was at git revision REV (checked out
 into a temporary work tree), in the same run, so before and after are compared on equal terms:
 
@@ -41,7 +36,6 @@ from pathlib import Path
 
 import aiohttp
 import httpx
-import psutil
 
 from tests.live_service import ROOT, LiveService, postgres_database
 
@@ -60,14 +54,6 @@ LOAD_SPEC = {
     "resources": {"cpus_per_worker": 0.5},
     "trainer": {"task": "digits_mlp", "epochs": 4, "batch_size": 64},
 }
-QUEUED_SPEC = {
-    **LOAD_SPEC,
-    "name": "queued",
-    "budget": {"trials": 2},
-    "parallel": {"trial_groups": 1, "folds": 2, "workers_per_fold": 1},
-    "trainer": {"task": "digits_mlp", "epochs": 1, "batch_size": 64},
-}
-"""A study that waits behind the load study (``--queued``)."""
 
 
 @dataclass
@@ -89,7 +75,6 @@ class LoadResult:
     alarms: dict[str, int]
     trials_per_minute_quiet: float
     trials_per_minute_loaded: float | None
-    service_cpu_seconds: float
 
 
 def endpoints(study_id: int) -> dict[str, str]:
@@ -216,13 +201,10 @@ def run_load(args: argparse.Namespace, label: str, root: Path, backend: str) -> 
             with service.http(timeout=30) as client:
                 study_id = client.post("/studies", json=LOAD_SPEC).raise_for_status().json()["id"]
                 wait_running(client, study_id)
-                for _ in range(args.queued):
-                    client.post("/studies", json=QUEUED_SPEC).raise_for_status()
                 before = finished_trials(client, study_id) or 0
                 time.sleep(args.quiet)
                 start_load = finished_trials(client, study_id) or 0
                 log_before = service.log(tail=10**9)
-                cpu_before = _cpu_seconds(service)
                 stats = asyncio.run(
                     drive(
                         service.url,
@@ -235,7 +217,6 @@ def run_load(args: argparse.Namespace, label: str, root: Path, backend: str) -> 
                         headers=service.headers,
                     )
                 )
-                cpu = _cpu_seconds(service) - cpu_before
                 after = finished_trials(client, study_id)
                 with contextlib.suppress(httpx.HTTPError):
                     client.post(f"/studies/{study_id}/stop", timeout=10)
@@ -250,15 +231,7 @@ def run_load(args: argparse.Namespace, label: str, root: Path, backend: str) -> 
         alarms={alarm: log.count(alarm) for alarm in LOG_ALARMS},
         trials_per_minute_quiet=60 * (start_load - before) / args.quiet,
         trials_per_minute_loaded=None if after is None else 60 * (after - start_load) / seconds,
-        service_cpu_seconds=cpu,
     )
-
-
-def _cpu_seconds(service: LiveService) -> float:
-    """CPU seconds the service's own process has used (its Ray and fold workers aside)."""
-    assert service.process is not None
-    times = psutil.Process(service.process.pid).cpu_times()
-    return times.user + times.system
 
 
 @contextlib.contextmanager
@@ -304,16 +277,14 @@ def report(results: list[LoadResult], args: argparse.Namespace) -> None:
                 f"{stats.requests / result.seconds:.1f} | {p50} | {p99} | {top} | "
                 f"{stats.not_modified} | {errors} |"
             )
-    queued = f", {args.queued} studies queued" if args.queued else ""
-    print(f"\n| service{queued} | log alarms under load | trials/min quiet | under load | CPU s |")
-    print("|---|---|---:|---:|---:|")
+    print("\n| service | log alarms under load | trials/min quiet | under load |")
+    print("|---|---|---:|---:|")
     for result in results:
         alarms = ", ".join(f"{k}: {v}" for k, v in result.alarms.items() if v) or "none"
         loaded = result.trials_per_minute_loaded
         print(
             f"| {result.label} | {alarms} | {result.trials_per_minute_quiet:.1f} | "
-            f"{'no answer' if loaded is None else f'{loaded:.1f}'} | "
-            f"{result.service_cpu_seconds:.1f} |"
+            f"{'no answer' if loaded is None else f'{loaded:.1f}'} |"
         )
 
 
@@ -327,7 +298,6 @@ def main() -> None:
     parser.add_argument("--quiet", type=float, default=20.0, help="seconds without load first")
     parser.add_argument("--ray-cpus", type=float, default=2)
     parser.add_argument("--conditional", action="store_true", help="send If-None-Match")
-    parser.add_argument("--queued", type=int, default=0, help="small studies waiting behind")
     parser.add_argument("--ref", help="also measure the service at this git revision")
     args = parser.parse_args()
     backends = [b for b in args.backends.split(",") if b]

@@ -53,8 +53,7 @@ SMOKE_RUNS = {
         "| random | racing |",
     ),
     "api_load": (
-        ["--backends", "sqlite", "--clients", "5", "--seconds", "5", "--quiet", "1"]
-        + ["--queued", "2"],
+        ["--backends", "sqlite", "--clients", "5", "--seconds", "5", "--quiet", "1"],
         "| now sqlite | study |",
     ),
     "optimizers": (
