@@ -24,6 +24,8 @@ MAX_AGE_S = 0.25
 
 
 class StopFlags:
+    """The stop flags of the active studies, read at most every ``MAX_AGE_S`` for them all."""
+
     def __init__(self, db: SessionRunner) -> None:
         self._db = db
         self._flags: dict[int, bool] = {}
