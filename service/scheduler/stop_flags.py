@@ -10,6 +10,7 @@ instance's API took a request, so a stop it took is seen at once.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 from sqlalchemy import select
@@ -18,6 +19,8 @@ from sqlalchemy.orm import Session
 from foldwise.service.db.engine import SessionRunner
 from foldwise.service.db.models import StudyRow
 from foldwise.service.db.studies import ACTIVE
+
+log = logging.getLogger(__name__)
 
 MAX_AGE_S = 0.25
 """How old a read of the flags may be for a runner that asks (a fraction of a poll)."""
@@ -30,22 +33,28 @@ class StopFlags:
         self._db = db
         self._flags: dict[int, bool] = {}
         self._read_at = -float("inf")  # when the query of ``_flags`` started
-        self._forgotten_at = -float("inf")
+        self._generation = 0  # counts ``forget`` calls
+        self._read_generation = -1  # the generation ``_flags`` was read in
         self._reading: asyncio.Task[None] | None = None
-        self._reading_since = -float("inf")
+        self._reading_generation = -1
 
     def forget(self) -> None:
         """Whatever was read so far may be old: the next ask reads again."""
-        self._forgotten_at = time.monotonic()
+        self._generation += 1
 
     async def requested(self, study_id: int) -> bool:
-        """Whether the study was asked to stop, or is gone."""
-        if not self._fresh():
-            await self._read()
-        flags = self._flags
+        """Whether the study was asked to stop, or is gone. A failed read of them all falls
+        back to the study's own row: one error fails one study, as it did before."""
+        flags: dict[int, bool] = {}
+        try:
+            if not self._fresh():
+                await self._read()
+            flags = self._flags
+        except Exception as exc:
+            log.warning("could not read the studies' stop flags: %s", exc)
         if study_id in flags:
             return flags[study_id]
-        # not active when read: gone, or queued since; its own row says which
+        # not active when read (gone, or queued since), or not read: its own row says
         return await self._db.read(lambda session: _stop_flag(session, study_id))
 
     async def _read(self) -> None:
@@ -53,21 +62,22 @@ class StopFlags:
         one query (shielded: a runner cancelled meanwhile does not cancel it for the others)."""
         loop = asyncio.get_running_loop()
         task = self._reading
-        stale = self._reading_since < self._forgotten_at  # under way since before a request
+        stale = self._reading_generation != self._generation  # under way since before a forget
         if task is None or task.done() or task.get_loop() is not loop or stale:
-            self._reading_since = time.monotonic()
+            self._reading_generation = self._generation
             task = self._reading = loop.create_task(self._query(), name="stop-flags")
             task.add_done_callback(_retrieved)
         await asyncio.shield(task)
 
     async def _query(self) -> None:
-        started = time.monotonic()
+        started, generation = time.monotonic(), self._generation
         flags = await self._db.read(_active_stop_flags)
         if started >= self._read_at:  # a slower, older read does not undo a newer one
-            self._flags, self._read_at = flags, started
+            self._flags, self._read_at, self._read_generation = flags, started, generation
 
     def _fresh(self) -> bool:
-        return self._read_at > self._forgotten_at and time.monotonic() - self._read_at < MAX_AGE_S
+        young = time.monotonic() - self._read_at < MAX_AGE_S
+        return young and self._read_generation == self._generation
 
 
 def _retrieved(task: asyncio.Task[None]) -> None:

@@ -43,7 +43,7 @@ def test_studies_that_ask_at_once_share_one_read_and_a_forgotten_read_is_read_ag
     db: SessionRunner, monkeypatch
 ) -> None:
     monkeypatch.setattr(stop_flags, "MAX_AGE_S", 60.0)  # no read goes old on a slow machine
-    counting = CountingReads(str(db.engine.url), limit=2)
+    counting = CountingReads(db.engine.url.render_as_string(hide_password=False), limit=2)
     ids = [_new_study(db) for _ in range(20)]
     flags = StopFlags(counting)
 
@@ -71,3 +71,20 @@ def test_a_study_gone_is_asked_to_stop_and_one_not_active_when_read_is_read_on_i
     assert asyncio.run(flags.requested(queued_later)) is True
     ended = _new_study(db, StudyStatus.COMPLETED)
     assert asyncio.run(flags.requested(ended)) is False  # not active: its own row answers
+
+
+class FailingSharedRead(SessionRunner):
+    def _read(self, work):
+        if work is stop_flags._active_stop_flags:
+            raise OSError("connection reset")
+        return super()._read(work)
+
+
+def test_a_failed_read_of_every_flag_falls_back_to_the_studys_own_row(db: SessionRunner) -> None:
+    failing = FailingSharedRead(db.engine.url.render_as_string(hide_password=False), limit=2)
+    running, stopped = _new_study(db), _new_study(db)
+    _ask_stop(db, stopped)
+    flags = StopFlags(failing)
+    assert asyncio.run(flags.requested(running)) is False  # one error fails no study
+    assert asyncio.run(flags.requested(stopped)) is True
+    failing.engine.dispose()
