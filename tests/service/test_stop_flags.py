@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 from foldwise.schemas import StudyStatus
 from foldwise.service.db import studies as study_repo
@@ -88,3 +89,45 @@ def test_a_failed_read_of_every_flag_falls_back_to_the_studys_own_row(db: Sessio
     assert asyncio.run(flags.requested(running)) is False  # one error fails no study
     assert asyncio.run(flags.requested(stopped)) is True
     failing.engine.dispose()
+
+
+class FirstSharedReadWaits(SessionRunner):
+    """The first read of every flag answers only at ``release`` (a read slow to come back)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url, limit=2)
+        self.release = threading.Event()
+        self.shared_reads = 0
+
+    def _read(self, work):
+        result = super()._read(work)
+        if work is stop_flags._active_stop_flags:
+            self.shared_reads += 1
+            if self.shared_reads == 1:  # read, then slow to answer
+                self.release.wait(timeout=30)
+        return result
+
+
+def test_a_stop_asked_while_a_read_is_under_way_is_read_anew_and_the_late_read_does_not_hide_it(
+    db: SessionRunner, monkeypatch
+) -> None:
+    monkeypatch.setattr(stop_flags, "MAX_AGE_S", 60.0)
+    slow = FirstSharedReadWaits(db.engine.url.render_as_string(hide_password=False))
+    study = _new_study(db)
+    flags = StopFlags(slow)
+
+    async def scenario() -> tuple[bool, bool, bool]:
+        before = asyncio.create_task(flags.requested(study))  # its read is under way
+        while slow.shared_reads == 0:
+            await asyncio.sleep(0.01)
+        await slow.write(lambda s: setattr(s.get(StudyRow, study), "stop_requested", True))
+        flags.forget()  # the API took the stop
+        after = await flags.requested(study)  # a new read, not the one under way
+        slow.release.set()
+        return await before, after, await flags.requested(study)
+
+    before, after, later = asyncio.run(scenario())
+    # the read under way answers last and is not used: the first ask too gets the newer one
+    assert (before, after, later) == (True, True, True)
+    assert slow.shared_reads == 2
+    slow.engine.dispose()
