@@ -25,8 +25,8 @@ run: install
 	@bash scripts/run_service.sh $(HOST) $(PORT) examples/digits.yaml
 
 ## The whole suite: unit, PostgreSQL, Ray, DDP and end-to-end tests, a test file per worker
-## process (most of a live test's time is waiting on its service, its Ray and their processes),
-## files in the order tests/conftest.py gives them (xdist would reorder them by their number of
+## process at a time (the files that share one live service go as one: tests/shared_service.py),
+## in the order tests/conftest.py gives them (xdist would reorder them by their number of
 ## tests, which put the long live files last).
 TEST_WORKERS ?= 2
 test: install browser

@@ -166,11 +166,13 @@ def finished_trials(client: httpx.Client, study_id: int, patience: float = 60) -
     return None
 
 
-def wait_running(client: httpx.Client, study_id: int, timeout: float = 180) -> None:
-    """Until the study has finished a few trials: warm workers, a study in full flight."""
+def wait_running(
+    client: httpx.Client, study_id: int, trials: int = 3, timeout: float = 180
+) -> None:
+    """Until the study has finished ``trials`` trials: warm workers, a study in full flight."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if (finished_trials(client, study_id) or 0) >= 3:
+        if (finished_trials(client, study_id) or 0) >= trials:
             return
         time.sleep(0.5)
     raise TimeoutError(f"study {study_id} finished no trial within {timeout} s")
@@ -200,7 +202,7 @@ def run_load(args: argparse.Namespace, label: str, root: Path, backend: str) -> 
         try:
             with service.http(timeout=30) as client:
                 study_id = client.post("/studies", json=LOAD_SPEC).raise_for_status().json()["id"]
-                wait_running(client, study_id)
+                wait_running(client, study_id, args.warm_trials)
                 before = finished_trials(client, study_id) or 0
                 time.sleep(args.quiet)
                 start_load = finished_trials(client, study_id) or 0
@@ -296,6 +298,9 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=1.0, help="0: closed loop")
     parser.add_argument("--timeout", type=float, default=5.0)
     parser.add_argument("--quiet", type=float, default=20.0, help="seconds without load first")
+    parser.add_argument(
+        "--warm-trials", type=int, default=3, help="trials the study finishes before timing"
+    )
     parser.add_argument("--ray-cpus", type=float, default=2)
     parser.add_argument("--conditional", action="store_true", help="send If-None-Match")
     parser.add_argument("--ref", help="also measure the service at this git revision")

@@ -8,7 +8,7 @@ time runs from the first fold run's start to the last one's end. With ``--node-l
 kills, N times, every process of the node running a fold and times how long until that fold
 trains again elsewhere (from its checkpoint).
 
-Run: ``.venv/bin/python -m benchmarks.cluster [--reps 5] [--node-loss 5]``.
+Run: ``.venv/bin/python -m benchmarks.cluster [--reps 5] [--folds 4] [--node-loss 5]``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def study_document(name: str, args: argparse.Namespace, **overrides: Any) -> dic
         },
         "optimizer": {"name": "random", "seed": 5},
         "budget": {"trials": args.trials},
-        "parallel": {"trial_groups": 1, "folds": 4, "workers_per_fold": 2},
+        "parallel": {"trial_groups": 1, "folds": args.folds, "workers_per_fold": 2},
         "resources": {"cpus_per_worker": 1},
         "trainer": {"task": "digits_mlp", "epochs": args.epochs, "batch_size": 64},
         "racing": {"rule": "off"},
@@ -143,6 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reps", type=int, default=5, help="studies per setting (2 or more)")
     parser.add_argument("--trials", type=int, default=4)
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--folds", type=int, default=4, help="folds per trial, all at once")
     parser.add_argument("--node-loss", type=int, default=5, help="nodes to lose, one at a time")
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="foldwise-cluster-bench-"))
@@ -183,7 +184,7 @@ def print_tables(results, losses, args) -> None:
     """The first study of each is cold (new worker actors); the others reuse warm ones."""
     local = results["local Ray (4 CPUs)"]
     print(
-        f"\nSame study on each ({args.trials} trials x 4 folds, 2 DDP ranks per fold, "
+        f"\nSame study on each ({args.trials} trials x {args.folds} folds, 2 DDP ranks per fold, "
         f"digits_mlp, {args.epochs} epochs), {args.reps} runs each, alternating; the first run "
         "starts cold (new worker actors), the others reuse warm ones\n"
     )

@@ -8,7 +8,7 @@ folds, ± its standard error) beside the same loss on the test data of the same 
 (the mean of their own scores: the difference is the selection bias of the CV value), of their
 ensemble, and of a model refit on all the training data, and the test accuracies. Usage:
 
-    .venv/bin/python benchmarks/holdout_bias.py [--seeds 5] [--trials 16]
+    .venv/bin/python benchmarks/holdout_bias.py [--seeds 5] [--trials 16] [--epochs 6]
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from tests.live_service import LiveService  # noqa: E402
 
 
-def spec(seed: int, trials: int, optimizer: str) -> dict[str, Any]:
+def spec(seed: int, trials: int, optimizer: str, epochs: int = 6) -> dict[str, Any]:
     return {
         "name": f"holdout-bias-{seed}",
         "seed": seed,
@@ -44,7 +44,7 @@ def spec(seed: int, trials: int, optimizer: str) -> dict[str, Any]:
         "resources": {"cpus_per_worker": 0.5},
         "trainer": {
             "task": "digits_mlp",
-            "epochs": 6,
+            "epochs": epochs,
             "batch_size": 64,
             "options": {"test_fraction": 0.25},
         },
@@ -57,6 +57,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--trials", type=int, default=16)
+    parser.add_argument("--epochs", type=int, default=6, help="epochs per fold")
     parser.add_argument("--optimizer", default="random")
     args = parser.parse_args()
     rows = []
@@ -66,7 +67,8 @@ def main() -> None:
         try:
             with service.sdk() as client:
                 for seed in range(args.seeds):
-                    study = client.create_study(spec(seed, args.trials, args.optimizer))
+                    document = spec(seed, args.trials, args.optimizer, args.epochs)
+                    study = client.create_study(document)
                     study.wait(timeout=3600, poll=1)
                     holdout = study.wait_for_holdout(timeout=3600, poll=1)
                     objective = holdout.objective

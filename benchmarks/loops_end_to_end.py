@@ -8,7 +8,7 @@ table gives the median wall time from submit to the study's end, the fold runs a
 trained, and the wall seconds per epoch trained. Usage:
 
     .venv/bin/python benchmarks/loops_end_to_end.py [--trials 6] [--repeats 2] [--warm-runs 1]
-        [--epochs 4]
+        [--epochs 4] [--folds 3]
 """
 
 from __future__ import annotations
@@ -29,10 +29,16 @@ sys.path.insert(0, str(ROOT))
 
 from tests.live_service import LiveService  # noqa: E402
 
+FOLDS = 3
+"""Folds per trial, as the examples have them."""
 
-def _example(file: str, trials: int, epochs: int | None, **changes: Any) -> dict[str, Any]:
+
+def _example(
+    file: str, trials: int, epochs: int | None, folds: int = FOLDS, **changes: Any
+) -> dict[str, Any]:
     spec = copy.deepcopy(yaml.safe_load((ROOT / "examples" / file).read_text()))
     spec["budget"]["trials"] = trials
+    spec["parallel"]["folds"] = folds
     if epochs is not None:
         spec["trainer"]["epochs"] = epochs
     for section, values in changes.items():
@@ -40,27 +46,32 @@ def _example(file: str, trials: int, epochs: int | None, **changes: Any) -> dict
     return spec
 
 
-def studies(trials: int, epochs: int | None = None) -> list[tuple[str, dict[str, Any]]]:
-    """The four studies, each of ``trials`` trials and the example's epochs (or ``epochs``)."""
+def studies(
+    trials: int, epochs: int | None = None, folds: int = FOLDS
+) -> list[tuple[str, dict[str, Any]]]:
+    """The four studies, each of ``trials`` trials of ``folds`` folds and the example's epochs
+    (or ``epochs``)."""
     accuracy = {"metric": "val_accuracy", "direction": "maximize"}
     shapes_builtin = _example(
         "shapes.yaml",
         trials,
         epochs,
+        folds,
         objective=accuracy,
         trainer={"task": "examples.tasks.shapes:BuiltInLoop", "options": {"images": 600}},
     )
     shapes_builtin["trainer"]["num_workers"] = 1
     return [
-        ("shapes: own loop (train_fold)", _example("shapes.yaml", trials, epochs)),
+        ("shapes: own loop (train_fold)", _example("shapes.yaml", trials, epochs, folds)),
         ("shapes: built-in loop", shapes_builtin),
-        ("digits: Lightning module", _example("lightning.yaml", trials, epochs)),
+        ("digits: Lightning module", _example("lightning.yaml", trials, epochs, folds)),
         (
             "digits: built-in loop (digits_mlp)",
             _example(
                 "lightning.yaml",
                 trials,
                 epochs,
+                folds,
                 objective=accuracy,
                 trainer={"task": "digits_mlp"},
             ),
@@ -88,6 +99,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--warm-runs", type=int, default=1, help="untimed runs first (0: cold)")
     parser.add_argument("--epochs", type=int, help="epochs per fold (default: the example's, 4)")
+    parser.add_argument("--folds", type=int, default=FOLDS, help="folds per trial")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -95,7 +107,7 @@ def main() -> None:
         service = LiveService(f"sqlite:///{tmp}/loops.db", Path(tmp) / "service.log", env=env)
         service.start()
         try:
-            for label, spec in studies(args.trials, args.epochs):
+            for label, spec in studies(args.trials, args.epochs, args.folds):
                 for _ in range(args.warm_runs):  # warms this task's worker pool
                     run(service, spec)
                 measured = [run(service, spec) for _ in range(args.repeats)]
@@ -106,7 +118,7 @@ def main() -> None:
         finally:
             service.stop()
     workers = "warm workers" if args.warm_runs else "cold workers (no warm-up run)"
-    print(f"{args.trials} trials, 3 folds, 2 ranks per fold, racing on; {workers}\n")
+    print(f"{args.trials} trials, {args.folds} folds, 2 ranks per fold, racing on; {workers}\n")
     print("| study | wall s (median) | fold runs | epochs | s per epoch |")
     print("|---|---:|---:|---:|---:|")
     for label, seconds, runs, epochs in rows:

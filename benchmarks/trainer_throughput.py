@@ -204,11 +204,15 @@ def main() -> None:
     parser.add_argument("--reports", type=int, default=200, help="reports timed for the cost")
     parser.add_argument("--ray", action="store_true", help="also time placement to first step")
     parser.add_argument("--warm-runs", type=int, default=5)
+    parser.add_argument("--ranks", default="1,2", help="world sizes to measure: 1, 2 or 1,2")
     args = parser.parse_args()
     if args.epochs < 2:
         parser.error("--epochs must be 2 or more: the first epoch warms up and is not timed")
+    worlds = sorted({int(w) for w in args.ranks.split(",") if w.strip().isdigit()})
+    if not worlds or not set(worlds) <= {1, 2}:
+        parser.error("--ranks takes 1, 2 or 1,2")
     torch.set_num_threads(1)  # one core per rank, the same for every variant
-    runs = [(variant, world) for world in (1, 2) for variant in VARIANTS]
+    runs = [(variant, world) for world in worlds for variant in VARIANTS]
     best = _interleaved(args, runs, measure)
     print(
         f"torch {torch.__version__}, 1 thread per rank, {args.samples} samples x 128 "
@@ -217,14 +221,16 @@ def main() -> None:
     )
     print("| variant | ranks | samples/s | vs hand-written DDP loop |")
     print("|---|---:|---:|---:|")
-    for world in (1, 2):
+    for world in worlds:
         for variant, label in VARIANTS.items():
             rate = best[(variant, world)]
             ratio = rate / best[("hand", world)]
             print(f"| {label} | {world} | {rate:,.0f} | {ratio:.2f} |")
-    costs = {world: report_cost(args, world) for world in (1, 2)}
-    print("\n| one ctx.report | 1 rank | 2 ranks (gloo) |\n|---|---:|---:|")
-    print(f"| mean of {args.reports} | {costs[1] * 1e3:.2f} ms | {costs[2] * 1e3:.2f} ms |")
+    costs = {world: report_cost(args, world) for world in worlds}
+    heads = {1: "1 rank", 2: "2 ranks (gloo)"}
+    print(f"\n| one ctx.report | {' | '.join(heads[w] for w in worlds)} |")
+    print(f"|---|{'---:|' * len(worlds)}")
+    print(f"| mean of {args.reports} | {' | '.join(f'{costs[w] * 1e3:.2f} ms' for w in worlds)} |")
     if args.ray:
         rows = asyncio.run(placement_to_first_step(args))
         warm = [s for label, s in rows if label == "warm"]

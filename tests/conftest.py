@@ -1,4 +1,5 @@
-"""Shared fixtures: a database URL for every backend (SQLite file and a real PostgreSQL)."""
+"""Shared fixtures: a database URL for every backend (SQLite file and a real PostgreSQL), and
+the live service some live test files share (tests/shared_service.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.live_service import PostgresUnavailable, postgres_database
+
+pytest_plugins = ["tests.shared_service"]
 
 
 def _postgres_database() -> Iterator[str]:
@@ -39,7 +42,8 @@ def _no_saved_credentials(tmp_path_factory: pytest.TempPathFactory, monkeypatch)
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Files with slow tests first, each file's tests in their order: ``make test`` gives a
-    worker process a file at a time (pytest-xdist, --dist loadfile), so the long live tests
-    start at once and the quick files fill the gaps, instead of one live file starting last."""
+    worker process a file at a time (pytest-xdist, tests/shared_service.py), so the long
+    live tests start at once and the quick files fill the gaps, instead of one live file
+    starting last."""
     slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
     items.sort(key=lambda item: item.path not in slow)

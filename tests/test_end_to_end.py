@@ -5,7 +5,6 @@ from __future__ import annotations
 import statistics
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 import yaml
@@ -40,31 +39,26 @@ def _cli(
     )
 
 
-def test_digits_study_through_sdk_and_cli(tmp_path: Path) -> None:
-    service = LiveService(
-        f"sqlite:///{tmp_path / 'e2e.db'}", tmp_path / "service.log", ray_num_cpus=6
-    ).start()
-    try:
-        with service.sdk() as client:
-            started = time.monotonic()
-            study = client.create_study(_digits_spec())
-            watch = _cli(service, "watch", str(study.id), "--interval", "1", timeout=900)
-            wall = time.monotonic() - started
-            print(
-                f"\nend-to-end study: {TRIALS} trials x {FOLDS} folds x {WORKERS} ranks "
-                f"x {EPOCHS} epochs in {wall:.1f} s"
-            )
-            assert watch.returncode == 0, watch.stdout + watch.stderr + service.log()
-            assert "best" in watch.stdout.lower()
-            study.refresh()
-            assert study.status is StudyStatus.COMPLETED, study.data
-            _check_stored_trials(study)
-            best = _cli(service, "best", str(study.id))
-            assert best.returncode == 0 and f"{study.best_trial.value:.4g}"[:4] in best.stdout
-            listing = _cli(service, "trials", str(study.id), "--sort", "best")
-            assert listing.returncode == 0 and "completed" in listing.stdout
-    finally:
-        service.stop()
+def test_digits_study_through_sdk_and_cli(shared_service: LiveService) -> None:
+    service = shared_service
+    with service.sdk() as client:
+        started = time.monotonic()
+        study = client.create_study(_digits_spec())
+        watch = _cli(service, "watch", str(study.id), "--interval", "1", timeout=900)
+        wall = time.monotonic() - started
+        print(
+            f"\nend-to-end study: {TRIALS} trials x {FOLDS} folds x {WORKERS} ranks "
+            f"x {EPOCHS} epochs in {wall:.1f} s"
+        )
+        assert watch.returncode == 0, watch.stdout + watch.stderr + service.log()
+        assert "best" in watch.stdout.lower()
+        study.refresh()
+        assert study.status is StudyStatus.COMPLETED, study.data
+        _check_stored_trials(study)
+        best = _cli(service, "best", str(study.id))
+        assert best.returncode == 0 and f"{study.best_trial.value:.4g}"[:4] in best.stdout
+        listing = _cli(service, "trials", str(study.id), "--sort", "best")
+        assert listing.returncode == 0 and "completed" in listing.stdout
 
 
 def _check_stored_trials(study) -> None:

@@ -4,7 +4,6 @@ the trial's models and timeline download through the API of a real service."""
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import httpx
 import pytest
@@ -18,9 +17,8 @@ from tests.service.study_specs import study_spec
 pytestmark = pytest.mark.slow
 
 
-def test_a_retried_fold_resumes_from_its_checkpoint(tmp_path: Path) -> None:
-    live = LiveService(f"sqlite:///{tmp_path / 'a.db'}", tmp_path / "service.log")
-    live.env["FOLDWISE_ARTIFACT_DIR"] = str(tmp_path / "artifacts")
+def test_a_retried_fold_resumes_from_its_checkpoint(shared_service: LiveService) -> None:
+    live = shared_service
     spec = study_spec(
         space={"mode": {"type": "categorical", "choices": ["crash_once"]}},
         optimizer={"name": "random", "seed": 1},
@@ -35,19 +33,14 @@ def test_a_retried_fold_resumes_from_its_checkpoint(tmp_path: Path) -> None:
             "checkpoint_every": 1,
         },
     )
-    live.start()
-    try:
-        with live.sdk() as client:
-            study = client.create_study(spec).wait(timeout=600, poll=1)
-            trial = study.trial(0)
-        base = f"{live.url}/studies/{study.id}"
-        models = [
-            httpx.get(f"{base}/best/folds/{k}/model", headers=live.headers, timeout=30)
-            for k in (0, 1)
-        ]
-        timeline = httpx.get(f"{base}/trials/0/timeline", headers=live.headers, timeout=30)
-    finally:
-        live.stop()
+    with live.sdk() as client:
+        study = client.create_study(spec).wait(timeout=600, poll=1)
+        trial = study.trial(0)
+    base = f"{live.url}/studies/{study.id}"
+    models = [
+        httpx.get(f"{base}/best/folds/{k}/model", headers=live.headers, timeout=30) for k in (0, 1)
+    ]
+    timeline = httpx.get(f"{base}/trials/0/timeline", headers=live.headers, timeout=30)
     assert study.status is StudyStatus.COMPLETED and trial.status is TrialStatus.COMPLETED
     for fold in (0, 1):
         runs = {f.attempt: f for f in trial.folds if f.fold == fold}

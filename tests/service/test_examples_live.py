@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +22,8 @@ TRIALS = 3
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
-    tmp = tmp_path_factory.mktemp("examples")
-    env = {"FOLDWISE_TASK_MODULES": "examples,tests.user_tasks"}
-    live = LiveService(f"sqlite:///{tmp / 'examples.db'}", tmp / "service.log", env=env)
-    yield live.start()
-    live.stop()
+def service(shared_service: LiveService) -> LiveService:
+    return shared_service
 
 
 def _example(file: str, **changes: Any) -> dict[str, Any]:

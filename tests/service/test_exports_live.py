@@ -34,11 +34,8 @@ def _spec(modes: list[str], **overrides) -> dict:
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
-    tmp = tmp_path_factory.mktemp("exports")
-    live = LiveService(f"sqlite:///{tmp / 'exports.db'}", tmp / "service.log").start()
-    yield live
-    live.stop()
+def service(shared_service: LiveService) -> LiveService:
+    return shared_service
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ pytestmark = pytest.mark.slow
 
 LEASE_SECONDS = 4.0
 BUDGET, GROUPS, FOLDS = 6, 2, 2
+EPOCH_SECONDS = 0.25
 
 
 def _service(url: str, log: Path) -> LiveService:
@@ -54,8 +55,11 @@ def test_the_follower_takes_over_when_the_leader_is_killed(
         ["ok"],
         budget={"trials": BUDGET},
         parallel={"trial_groups": GROUPS, "folds": FOLDS, "workers_per_fold": 1},
-        trainer={"task": "tests.user_tasks.tiny:task", "epochs": 40, "batch_size": 16},
+        trainer={"task": "tests.user_tasks.tiny:task", "epochs": 12, "batch_size": 16},
     )
+    # epochs that wait rather than compute: trials stay in flight as long for a third of the
+    # CPU (the suite runs beside it; alone, 40 computed epochs took as long)
+    spec["space"]["epoch_seconds"] = {"type": "categorical", "choices": [EPOCH_SECONDS]}
     leader = _service(database_url, tmp_path / "leader.log").start()
     follower: LiveService | None = None
     try:

@@ -19,7 +19,15 @@ from foldwise.trainers.report import EpochReport
 from tests.trainers.fold_jobs import make_job
 
 CPUS = 0.5
-TIMEOUT = 12.0
+TIMEOUT = 60.0
+"""The timeout of folds that must end before it (a bad report, a rank that raises, a sound
+fold): on a loaded 2-core machine a 3-epoch fold once took more than 12 s."""
+HANG_TIMEOUT = 20.0
+"""The timeout of folds that hang, which end at it: long enough for both ranks to reach
+where they hang on a loaded machine (at 12 s, rank 1 had not reached its first report once)."""
+EARLY_TIMEOUT = 30.0
+"""The returned-early case waits a quarter of its timeout for the late rank, and that wait starts
+after rank 1's first epoch, which took 8 s once on a loaded 2-core machine: 12 s was too little."""
 
 
 @pytest.fixture(scope="module")
@@ -36,32 +44,35 @@ def executor(runner: asyncio.Runner) -> Iterator[RayExecutor]:
     runner.run(ex.shutdown())
 
 
-def _job(mode: str, **trainer: Any) -> FoldJob:
-    fields: dict[str, Any] = {"epochs": 3, "batch_size": 32, "fold_timeout": TIMEOUT}
+def _job(mode: str, timeout: float = TIMEOUT) -> FoldJob:
+    fields: dict[str, Any] = {"epochs": 3, "batch_size": 32, "fold_timeout": timeout}
     return make_job(
         "tests.user_tasks.own_loop",
         params={"mode": mode, "lr": 0.02},
         world_size=2,
         objective={"metric": "val_accuracy", "direction": "maximize"},
         trial_key="contract",
-        **{**fields, **trainer},
+        **fields,
     )
 
 
-def _fail(runner, executor: RayExecutor, mode: str) -> tuple[FoldFailed, list[int], float]:
+def _fail(
+    runner, executor: RayExecutor, mode: str, timeout: float = TIMEOUT
+) -> tuple[FoldFailed, list[int], float]:
     """Run a fold that must fail: its failure, the epochs it reported, and the seconds from
     the moment its workers were ready to the failure."""
     reported: list[int] = []
     stats = FoldRunStats(world_size=2)
 
     async def scenario() -> None:
-        run = executor.run_fold(_job(mode), cpus_per_worker=CPUS, gpus_per_worker=0, stats=stats)
+        job = _job(mode, timeout)
+        run = executor.run_fold(job, cpus_per_worker=CPUS, gpus_per_worker=0, stats=stats)
         async for event in run:
             if isinstance(event, EpochReport):
                 reported.append(event.epoch)
 
     with pytest.raises(FoldFailed) as info:
-        runner.run(asyncio.wait_for(scenario(), 4 * TIMEOUT))
+        runner.run(asyncio.wait_for(scenario(), 4 * timeout))
     return info.value, reported, stats.wall_seconds - stats.acquire_seconds
 
 
@@ -96,12 +107,12 @@ def test_a_rank_that_raises_alone_names_itself_and_its_group_is_killed(runner, e
 
 @pytest.mark.slow
 def test_a_rank_that_returns_early_is_named_within_the_timeout(runner, executor) -> None:
-    failure, reported, seconds = _fail(runner, executor, "early")
+    failure, reported, seconds = _fail(runner, executor, "early", EARLY_TIMEOUT)
     assert failure.message.startswith(
         "RankReturnedAlone: rank 1 returned from train_fold after epoch 1, and rank 0 (its "
-        f"last report: epoch 1) had not {TIMEOUT / 4:g} s later"
+        f"last report: epoch 1) had not {EARLY_TIMEOUT / 4:g} s later"
     )
-    assert reported == [1] and seconds < TIMEOUT and not failure.retryable
+    assert reported == [1] and seconds < EARLY_TIMEOUT and not failure.retryable
     assert not executor.pool.busy_groups
 
 
@@ -110,11 +121,11 @@ def test_a_rank_that_returns_early_is_named_within_the_timeout(runner, executor)
 def test_a_deadlock_or_a_hang_ends_at_the_timeout_saying_where_each_rank_was(
     runner, executor, mode
 ) -> None:
-    failure, reported, seconds = _fail(runner, executor, mode)
+    failure, reported, seconds = _fail(runner, executor, mode, HANG_TIMEOUT)
     assert failure.message.startswith(
-        f"timed out: the fold run took longer than trainer.fold_timeout ({TIMEOUT:g} s)"
+        f"timed out: the fold run took longer than trainer.fold_timeout ({HANG_TIMEOUT:g} s)"
     )
-    assert not failure.retryable and reported == [] and seconds < TIMEOUT + 20
+    assert not failure.retryable and reported == [] and seconds < HANG_TIMEOUT + 20
     if mode == "skip_collective":  # rank 0 waits in the collective rank 1 skipped
         assert "rank 0 in train_fold for" in failure.message
         assert "rank 1 waiting in ctx.report(epoch=0) for" in failure.message

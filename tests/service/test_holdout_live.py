@@ -6,7 +6,6 @@ as the study asks ends the study at once, saying why."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -30,12 +29,8 @@ OPTIONS = {"test_fraction": 0.25}
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
-    tmp = tmp_path_factory.mktemp("holdout")
-    env = {"FOLDWISE_TASK_MODULES": "tests.user_tasks"}
-    live = LiveService(f"sqlite:///{tmp / 'holdout.db'}", tmp / "service.log", env=env)
-    yield live.start()
-    live.stop()
+def service(shared_service: LiveService) -> LiveService:
+    return shared_service
 
 
 def _spec(**overrides: Any) -> dict[str, Any]:

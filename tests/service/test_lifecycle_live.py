@@ -1,7 +1,7 @@
 """A study's life in a real service: refused when it could never run, a hung fold failed with
 the reason, stop and delete giving back every Ray resource, nothing left running, artifacts gone
-with their study and ids never reused; and `foldwise serve` bounding a request's head. One
-service (a local Ray with 2 CPUs) for the module."""
+with their study and ids never reused; and `foldwise serve` bounding a request's head. On the
+shared live service (tests/shared_service.py: a local Ray with 4 CPUs)."""
 
 from __future__ import annotations
 
@@ -19,17 +19,10 @@ from tests.service.study_specs import tiny_task_spec
 
 pytestmark = pytest.mark.slow
 
-RAY_CPUS = 2
-
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
-    tmp = tmp_path_factory.mktemp("lifecycle")
-    service = LiveService(
-        f"sqlite:///{tmp / 'lifecycle.db'}", tmp / "service.log", ray_num_cpus=RAY_CPUS
-    ).start()
-    yield service
-    service.stop()
+def live(shared_service: LiveService) -> LiveService:
+    return shared_service
 
 
 @pytest.fixture
@@ -45,6 +38,11 @@ def _tiny(modes: list[str], **overrides: Any) -> dict[str, Any]:
         "parallel": {"trial_groups": 1, "folds": 2, "workers_per_fold": 2},
     }
     return tiny_task_spec(modes, **{**one, **overrides})
+
+
+ONE_RANK = {"trial_groups": 1, "folds": 2, "workers_per_fold": 1}
+"""For a user error in build_model: it ends the fold's worker group, so each such fold starts
+new worker processes, and one rank shows it as well as two."""
 
 
 def _wait(api: httpx.Client, study_id: int, done: Any, timeout: float = 300) -> dict[str, Any]:
@@ -114,7 +112,8 @@ def test_a_hung_fold_fails_its_trial_with_the_reason(api: httpx.Client) -> None:
 
 
 def test_stop_gives_back_every_ray_resource_and_the_next_study_runs(api: httpx.Client) -> None:
-    # Two trials x two folds x two ranks of one CPU: one fold runs, the others wait to be placed.
+    # Two trials x two folds x two ranks of one CPU, more than the 4 CPUs: some folds run, the
+    # others wait to be placed.
     greedy = _tiny(["ok"], budget={"trials": 4}, resources={"cpus_per_worker": 1})
     greedy["parallel"] = {"trial_groups": 2, "folds": 2, "workers_per_fold": 2}
     greedy["trainer"]["epochs"] = 500
@@ -166,14 +165,16 @@ def test_delete_removes_the_artifacts_and_model_routes_check_the_fold(
 
 
 def test_workers_hold_no_service_settings_or_database_credentials(api: httpx.Client) -> None:
-    study = api.post("/studies", json=_tiny(["env"])).json()
+    study = api.post("/studies", json=_tiny(["env"], parallel=ONE_RANK)).json()
     study = _wait(api, study["id"], _finished)
     trial = api.get(f"/studies/{study['id']}/trials/0").json()
     assert "worker environment holds: []" in trial["error"], trial["error"]
 
 
 def test_a_study_whose_last_trials_fail_the_same_way_stops_as_failed(api: httpx.Client) -> None:
-    spec = _tiny(["raise"], budget={"trials": 20, "max_consecutive_failures": 3})
+    spec = _tiny(
+        ["raise"], budget={"trials": 20, "max_consecutive_failures": 3}, parallel=ONE_RANK
+    )
     study = _wait(api, api.post("/studies", json=spec).json()["id"], _finished)
     assert study["status"] == "failed", study
     assert study["error"].startswith("the last 3 trials failed with the same error: ")

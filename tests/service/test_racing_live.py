@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -15,14 +14,12 @@ from tests.service.study_specs import tiny_task_spec
 pytestmark = pytest.mark.slow
 
 FOLDS, EPOCHS = 3, 10
+EPOCH_SECONDS = 0.2
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
-    tmp = tmp_path_factory.mktemp("racing")
-    live = LiveService(f"sqlite:///{tmp / 'racing.db'}", tmp / "service.log").start()
-    yield live
-    live.stop()
+def service(shared_service: LiveService) -> LiveService:
+    return shared_service
 
 
 def ok_or_flat(**overrides) -> dict:
@@ -70,24 +67,32 @@ def test_racing_cancels_the_remaining_folds_of_a_clearly_worse_trial(service) ->
 
 def test_pruning_stops_a_fold_run_whose_curve_is_below_the_median(service) -> None:
     spec = ok_or_flat(pruning={"rule": "median", "warmup_epochs": 1, "min_runs": 1})
+    # epochs of 0.2 s: a stop decided in the first half reaches its rank before the last epoch
+    spec["space"]["epoch_seconds"] = {"type": "categorical", "choices": [EPOCH_SECONDS]}
+    # seed 5 draws "ok" first (a draw from an empty history depends on the seed and space
+    # alone), so the first flat run after it has only ok runs as references
+    spec["optimizer"]["seed"] = 5
     with service.sdk() as client:
         study = client.create_study(spec).wait(timeout=600, poll=1)
         trials = [study.trial(t.number) for t in study.trials()]
     assert study.status is StudyStatus.COMPLETED
     pruned = [t for t in trials if t.status is TrialStatus.PRUNED]
-    # a flat run is worse than any ok run: the median of references that include ok runs
+    modes = [t.params["mode"] for t in sorted(trials, key=lambda t: t.number)]
+    assert modes[0] == "ok" and "flat" in modes, modes
+    # a flat run is worse than any ok run: the median of references that are all ok runs
     # prunes it (an ok run may be pruned too: it is compared with runs as good as itself)
-    assert any(t.params["mode"] == "flat" for t in pruned), [t.params for t in trials]
+    first_flat = min(t.number for t in trials if t.params["mode"] == "flat")
+    assert first_flat in {t.number for t in pruned}, modes
     early = []
     for trial in pruned:
         stopped = [f for f in trial.folds if f.status is FoldStatus.PRUNED]
         assert stopped and "median rule" in trial.pruned_reason
         assert trial.pruned_reason in {f.error for f in stopped}
         for run in stopped:
-            # it ends after the epoch it is in when the stop reaches it (the tiny task's epochs
-            # take milliseconds, shorter than that round trip, so how many it trains after the
-            # decision depends on the machine's load): decided in the first half, it never
-            # reaches its last epoch; its value is the one it had reached when the rule decided
+            # it ends after the epoch it is in when the stop reaches it (how many it trains
+            # after the decision depends on the machine's load): decided in the first half, it
+            # never reaches its last epoch; its value is the one it had reached when the rule
+            # decided
             decided = int(re.search(r"at epoch (\d+)", run.error).group(1))
             if decided <= EPOCHS // 2:
                 early.append(run)

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,15 +17,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
-    tmp = tmp_path_factory.mktemp("scheduler")
-    live = LiveService(f"sqlite:///{tmp / 'scheduler.db'}", tmp / "service.log")
-    with socket.socket() as taken:  # another process takes the port picked for the service
-        taken.bind(("127.0.0.1", live.port))
-        taken.listen()
-        live.start()
-    yield live
-    live.stop()
+def service(shared_service: LiveService) -> LiveService:
+    """The shared service, whose first start met a port another process held."""
+    return shared_service
 
 
 def test_a_busy_port_fails_the_start_at_once_and_the_harness_takes_another(service) -> None:
@@ -41,7 +33,11 @@ def test_a_busy_port_fails_the_start_at_once_and_the_harness_takes_another(servi
 
 def test_failing_trials_are_recorded_and_the_study_goes_on(service: LiveService) -> None:
     client = service.sdk()
-    study = client.create_study(tiny_task_spec(["ok", "raise", "nan"])).wait(timeout=600, poll=1)
+    # one rank: a user error in build_model ends its worker group, so each such fold starts
+    # new worker processes
+    one_rank = {"trial_groups": 2, "folds": 2, "workers_per_fold": 1}
+    spec = tiny_task_spec(["ok", "raise", "nan"], parallel=one_rank)
+    study = client.create_study(spec).wait(timeout=600, poll=1)
     trials = study.trials()
     assert study.status is StudyStatus.COMPLETED, study.data.error
     assert len(trials) == 6 and study.data.progress.finished == 6
