@@ -16,6 +16,12 @@ trials pruned and the fold-slot utilisation.
     .venv/bin/python -m benchmarks.racing --save runs.json    # then --load runs.json: tables again
     .venv/bin/python -m benchmarks.racing --first-seed 10 --save more.json  # seeds 10 to 19
     .venv/bin/python -m benchmarks.racing --spec examples/digits.yaml --optimizers gp --seeds 3
+    .venv/bin/python -m benchmarks.racing --tasks digits --pareto 2.5,120000 --seeds 5
+
+``--pareto LOSS,PARAMS`` studies each task on two objectives, val_loss and the model's
+parameter count (n_params), both minimised: racing is then by dominance, and "final best" is
+minus the hypervolume of the study's front from that reference point (lower is better, so the
+paired test reads the same), with no time-to-best columns; its modes default to off,racing.
 """
 
 from __future__ import annotations
@@ -32,9 +38,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from scipy import stats
 from sqlalchemy import func, select
 
+from foldwise.optimizers.pareto import hypervolume
 from foldwise.schemas import FoldStatus, TrialStatus
 from foldwise.service.db import studies as study_repo
 from foldwise.service.db.engine import SessionRunner
@@ -144,10 +152,13 @@ def study_document(task: str, optimizer: str, seed: int, mode: str, args: Any) -
         document = {**document, "name": f"{task}-{optimizer}-{mode}-{seed}", "seed": seed}
         return {**document, "optimizer": {"name": optimizer, "seed": seed}, **parse_mode(mode)}
     base = TASKS[task]
+    objectives: dict[str, Any] = {"objective": {"metric": "val_loss", "direction": "minimize"}}
+    if args.pareto:
+        objectives = {"objectives": [{"metric": m, "direction": "minimize"} for m in PARETO]}
     return {
         "name": f"{task}-{optimizer}-{mode}-{seed}",
         "seed": seed,
-        "objective": {"metric": "val_loss", "direction": "minimize"},
+        **objectives,
         "space": base["space"],
         "optimizer": {"name": optimizer, "seed": seed},
         "budget": {"trials": args.trials},
@@ -188,8 +199,15 @@ class Run:
         return None
 
 
+PARETO = ("val_loss", "n_params")
+
+
 async def run_study(
-    executor: RayExecutor, db: SessionRunner, document: dict, labels: tuple
+    executor: RayExecutor,
+    db: SessionRunner,
+    document: dict,
+    labels: tuple,
+    reference: list[float] | None = None,
 ) -> Run:
     spec = StudySpec.model_validate(document)
     study_id = await db.write(lambda s: study_repo.create_study(s, spec).id)
@@ -204,6 +222,8 @@ async def run_study(
         if t.status is TrialStatus.COMPLETED
     )
     values = [v for _t, v in completed]
+    if reference is not None:  # several objectives: the front's hypervolume, negated
+        completed, values = [], [-_front_hypervolume(trials, reference)]
     return Run(
         *labels,
         wall=wall,
@@ -217,6 +237,16 @@ async def run_study(
         completed=completed,
         epoch_ends=sorted(end - started for end in epochs),
     )
+
+
+def _front_hypervolume(trials: list[TrialRow], reference: list[float]) -> float:
+    """Hypervolume, from ``reference``, of the completed feasible trials' objective values."""
+    points = [
+        [v[0] for v in t.objective_values]
+        for t in trials
+        if t.status is TrialStatus.COMPLETED and t.objective_values and t.feasible is not False
+    ]
+    return hypervolume(np.array(points), np.array(reference)) if points else 0.0
 
 
 def _rows(session: Any, study_id: int) -> tuple[list[TrialRow], list[float], int]:
@@ -255,7 +285,11 @@ async def run_all(args: argparse.Namespace) -> list[Run]:
                         for mode in args.modes:  # side by side: machine noise hits all
                             document = study_document(task, optimizer, seed, mode, args)
                             run = await run_study(
-                                executor, db, document, (task, optimizer, mode, seed)
+                                executor,
+                                db,
+                                document,
+                                (task, optimizer, mode, seed),
+                                args.pareto,
                             )
                             runs.append(run)
                             if args.save:  # after every run: a long benchmark can be cut short
@@ -400,6 +434,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--spec", help="run this study document (e.g. examples/digits.yaml) instead of the tasks"
     )
+    parser.add_argument(
+        "--pareto",
+        type=lambda s: [float(v) for v in s.split(",")],
+        help="LOSS,PARAMS: two objectives (val_loss, n_params) and the hypervolume's reference",
+    )
     parser.add_argument("--save", help="write every run's record to this JSON file")
     parser.add_argument(
         "--load", nargs="+", help="print the tables of the runs saved with --save in these files"
@@ -410,11 +449,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = set() if args.spec else set(args.tasks) - set(TASKS)
     if unknown:
         parser.error(f"unknown tasks {sorted(unknown)}; choose from {sorted(TASKS)}")
+    if args.pareto is not None:
+        if len(args.pareto) != len(PARETO):
+            parser.error("--pareto takes LOSS,PARAMS: the reference point of the two objectives")
+        given = argv if argv is not None else sys.argv[1:]
+        if not any(a.startswith("--modes") for a in given):
+            args.modes = ["off", "racing"]  # pruning follows one curve: not for these studies
     for mode in args.modes:
         try:
-            parse_mode(mode)
+            sections = parse_mode(mode)
         except ValueError as exc:
             parser.error(str(exc))
+        if args.pareto is not None and sections["pruning"]["rule"] != "off":
+            parser.error(f"mode {mode}: a study of several objectives cannot prune in a fold")
     if "off" not in args.modes and not (args.save or args.load):
         parser.error(
             "the modes must include off (every ratio is to full CV), or --save the runs to "

@@ -195,9 +195,16 @@ def trials(
 
 @app.command()
 def best(ctx: typer.Context, study_id: StudyId, url: UrlOption = None) -> None:
-    """Show the best trial so far: value ± standard error and its parameters."""
+    """Show the best trial so far: value ± standard error and its parameters; with several
+    objectives, the Pareto front."""
     with client_for(ctx, url) as client:
         study = client.fetch_study(study_id)
+        if study.spec.objectives:
+            front = client.fetch_pareto(study_id)
+            if not front.data:
+                fail(f"study {study_id} has no feasible completed trial yet")
+            console.print(cli_render.pareto_view(study, front))
+            return
     if study.best_trial is None:
         fail(f"study {study_id} has no completed trial yet")
     console.print(cli_render.best_trial_view(study, study.best_trial))

@@ -101,9 +101,17 @@ def status_text(status: str) -> Text:
     return Text(str(status), style=STATUS_STYLES.get(str(status), ""))
 
 
+def front_hint(study: schemas.Study) -> str:
+    """Where a study of several objectives keeps its best trials."""
+    return f"its Pareto front: foldwise best {study.id}"
+
+
 def objective_text(spec: StudySpec) -> str:
-    """``val_loss (minimize)``."""
-    return f"{spec.objective.metric} ({spec.objective.direction.value})"
+    """``val_loss (minimize)``; several objectives and constraints in a row:
+    ``val_loss (minimize), n_params (minimize); n_params <= 250000``."""
+    text = ", ".join(f"{o.metric} ({o.direction.value})" for o in spec.all_objectives)
+    limits = [f"{c.metric} {c.op} {c.value:g}" for c in spec.constraints]
+    return f"{text}; {', '.join(limits)}" if limits else text
 
 
 def geometry_text(spec: StudySpec) -> str:
@@ -204,7 +212,7 @@ def study_details(study: schemas.Study) -> Table:
         ("trials", progress_text(progress)),
         ("created", fmt_time(study.created_at)),
         ("duration", fmt_span(study.started_at, study.finished_at or datetime.now(UTC))),
-        ("best", best_summary(study.best_trial)),
+        ("best", best_summary(study.best_trial) if not spec.objectives else front_hint(study)),
     ]
     if study.warm_start is not None:
         rows.insert(7, ("warm start", warm_start_text(study.warm_start)))
@@ -263,6 +271,29 @@ def best_trial_view(study: schemas.Study, trial: schemas.TrialSummary) -> Group:
     if holdout is None or holdout.trial != trial.number:
         return Group(head, params)
     return Group(head, params, holdout_view(holdout))
+
+
+def pareto_view(study: schemas.Study, front: schemas.ParetoFront) -> Group:
+    """The study's Pareto front: a row per trial, each objective's value ± s.e., then its
+    parameters."""
+    head = Text.assemble(
+        ("Pareto front", "bold"),
+        f" of study {study.id} {study.name}: {front.count} trials, none beaten on every "
+        "objective by another feasible one",
+    )
+    table = Table(header_style="bold", show_edge=False)
+    table.add_column("trial", justify="right")
+    for objective in front.objectives:
+        table.add_column(f"{objective.metric} ({objective.direction})", justify="right")
+    table.add_column("params")
+    for trial in front.data:
+        values = trial.objective_values or [[trial.value, trial.std_error]]
+        table.add_row(
+            f"#{trial.number}",
+            *(fmt_value(mean, se) for mean, se in values),
+            ", ".join(f"{k}={fmt_param(v)}" for k, v in trial.params.items()),
+        )
+    return Group(head, table)
 
 
 def wall_time_text(study: schemas.Study) -> str | None:

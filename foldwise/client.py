@@ -189,6 +189,13 @@ class Client:
         data = self._request("GET", f"/studies/{study_id}/trials/{number}", missing=missing)
         return _parse(schemas.Trial, data)
 
+    def fetch_pareto(self, study_id: int) -> schemas.ParetoFront:
+        """The study's Pareto front: its feasible, non-dominated completed trials."""
+        data = self._request(
+            "GET", f"/studies/{study_id}/pareto", missing=f"study {study_id} not found"
+        )
+        return _parse(schemas.ParetoFront, data)
+
     def stop_study(self, study_id: int) -> schemas.Study:
         """Ask the service to stop launching trials and cancel the running ones: the study as
         it is now, with ``stop_requested`` until the scheduler has stopped it."""

@@ -110,6 +110,46 @@ class TrialSummary(_Out):
     error: PlainText | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    objective_values: list[list[float | None]] | None = Field(
+        None,
+        description="With several objectives: [fold mean, standard error] of each, in the "
+        "order of the spec's objectives (value and std_error are the first's)",
+    )
+    constraint_values: list[float] | None = Field(
+        None, description="Each constraint's fold mean, in the order of the spec's constraints"
+    )
+    feasible: bool | None = Field(
+        None, description="Whether every constraint holds (null: no constraints, or no value)"
+    )
+
+
+class ObjectiveName(_Out):
+    metric: str
+    direction: Literal["minimize", "maximize"]
+
+
+class ParetoFront(_Out):
+    """A study's Pareto front: completed trials that respect every constraint and that no other
+    such trial beats on every objective."""
+
+    objectives: list[ObjectiveName] = Field(
+        ..., description="The objectives, in the order of each trial's objective_values"
+    )
+    data: list[TrialSummary]
+    count: int
+
+
+class ObjectivePoints(_Out):
+    """Completed trials in objective space, for the dashboard's Pareto plot: parallel arrays,
+    ``values[j][i]`` the j-th objective of trial ``number[i]``."""
+
+    objectives: list[ObjectiveName]
+    number: list[int]
+    values: list[list[float | None]]
+    feasible: list[bool | None] = Field(..., description="null: the study has no constraints")
+    front: list[bool] = Field(..., description="Whether the trial is on the Pareto front")
+    count: int = Field(..., description="Completed trials in all")
+    sampled: bool = Field(..., description="Only some of them are here (the front always is)")
 
 
 class WarmStartSummary(_Out):
@@ -233,6 +273,11 @@ class FoldRun(_Out):
     attempt: int
     status: FoldStatus
     value: float | None = None
+    metric_values: dict[str, float] | None = Field(
+        None,
+        description="With several objectives or constraints: each metric they name, at the "
+        "epoch the first objective picks",
+    )
     error: PlainText | None = None
     traceback: PlainText | None = None
     started_at: datetime | None = None

@@ -103,6 +103,39 @@ class Objective(StrictModel):
         return self.direction is Direction.MAXIMIZE
 
 
+MAX_OBJECTIVES = 4
+MAX_CONSTRAINTS = 8
+
+
+class Constraint(StrictModel):
+    """A limit a trial must respect on a metric its task reports (a parameter count, a latency):
+    the trial's fold mean of ``metric`` must be ``op`` ``value``. A trial that breaks it is
+    infeasible: data for the optimizer, never on the Pareto front, not a failure."""
+
+    metric: str = Field(
+        ...,
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        pattern=METRIC_NAME,
+        description="A metric the task reports (at any epoch: a count reported once will do)",
+    )
+    op: Literal["<=", ">="] = Field(..., description="The fold mean must be <= or >= value")
+    value: float = Field(..., ge=-MAX_ABS_BOUND, le=MAX_ABS_BOUND)
+
+    def gap(self, mean: float) -> float:
+        """``mean``'s signed distance past the limit, relative to the limit's size (so limits
+        on different scales add up fairly): positive when broken, negative with room left."""
+        gap = mean - self.value if self.op == "<=" else self.value - mean
+        return gap / max(abs(self.value), 1.0)
+
+    def violation(self, mean: float) -> float:
+        """By how much ``mean`` breaks the limit, relative to its size (0 if it holds)."""
+        return max(0.0, self.gap(mean))
+
+    def holds(self, mean: float) -> bool:
+        return self.violation(mean) == 0
+
+
 class OptimizerSpec(StrictModel):
     name: OptimizerName = "gp"
     seed: Seed | None = Field(None, description="Defaults to the study seed")
@@ -309,6 +342,18 @@ class StudySpec(StrictModel):
     description: str | None = Field(None, max_length=2000)
     seed: Seed = Field(0, description="Seeds the fold splits and, by default, the optimizer")
     objective: Objective = Field(default_factory=Objective)
+    objectives: list[Objective] | None = Field(
+        None,
+        min_length=2,
+        max_length=MAX_OBJECTIVES,
+        description="Several objectives (2 to 4) for a Pareto study, instead of objective: "
+        "every one is read at the epoch the first one picks",
+    )
+    constraints: list[Constraint] = Field(
+        default_factory=list,
+        max_length=MAX_CONSTRAINTS,
+        description="Limits on reported metrics a feasible trial respects",
+    )
     space: dict[str, Param] = Field(
         ...,
         max_length=MAX_PARAMS,
@@ -339,6 +384,21 @@ class StudySpec(StrictModel):
     holdout: HoldoutSpec | None = Field(
         None, description="Score the best trial on the task's test data when the study ends"
     )
+
+    @property
+    def all_objectives(self) -> list[Objective]:
+        """Every objective, in order: ``objectives``, or the one ``objective``."""
+        return list(self.objectives) if self.objectives else [self.objective]
+
+    @property
+    def scored_metrics(self) -> list[str]:
+        """The metrics a fold run's result holds beyond its value, when the study has several
+        objectives or any constraint (empty otherwise): each objective's, then each
+        constraint's, once."""
+        if not self.objectives and not self.constraints:
+            return []
+        names = [o.metric for o in self.all_objectives] + [c.metric for c in self.constraints]
+        return list(dict.fromkeys(names))
 
     @property
     def fold_count(self) -> int:
@@ -385,6 +445,46 @@ class StudySpec(StrictModel):
     def _resolve_defaults(self) -> StudySpec:
         if self.optimizer.seed is None:
             self.optimizer.seed = self.seed
+        return self
+
+    @model_validator(mode="after")
+    def _several_objectives_fit(self, info: ValidationInfo) -> StudySpec:
+        """``objectives`` replaces ``objective`` (which becomes the first of them); their
+        metrics differ; only the first picks the epoch. A study scored on several metrics
+        races by dominance (``service.scheduler.dominance_racing``) but prunes inside a fold
+        by no curve: pruning is refused, as are a hold-out score and a warm start, which need
+        a single best trial."""
+        objectives = self.objectives
+        if objectives:
+            stored = (info.context or {}).get(STORED)
+            if "objective" in self.model_fields_set and not stored:
+                if self.objective != objectives[0]:
+                    message = "give objective (one) or objectives (several), not both"
+                    raise _spec_error(("objective",), message)
+            metrics = [o.metric for o in objectives]
+            twice = sorted({m for m in metrics if metrics.count(m) > 1})
+            if twice:
+                message = f"objective metric {twice[0]!r} is named more than once"
+                raise _spec_error(("objectives",), message, twice[0])
+            for i, later in enumerate(objectives[1:], start=1):
+                if "use" in later.model_fields_set and later.use != objectives[0].use:
+                    message = (
+                        "every objective is read at the epoch objectives[0] picks: set use there"
+                    )
+                    raise _spec_error(("objectives", str(i), "use"), message, later.use)
+            self.objective = objectives[0]
+        if not self.scored_metrics:
+            return self
+        what = "several objectives" if objectives else "constraints"
+        if self.pruning.rule != "off":
+            message = f"pruning follows one objective's curve; a study with {what} cannot prune"
+            raise _spec_error(("pruning", "rule"), message, self.pruning.rule)
+        if self.holdout is not None:
+            message = f"a hold-out score needs one best trial; a study with {what} has a front"
+            raise _spec_error(("holdout",), message)
+        if self.warm_start is not None:
+            message = f"a warm start copies one objective's values; not for a study with {what}"
+            raise _spec_error(("warm_start",), message)
         return self
 
     @model_validator(mode="after")

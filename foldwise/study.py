@@ -109,6 +109,14 @@ class Study:
         best = self.refresh().data.best_trial
         return None if best is None else StudyTrial.of(self, best)
 
+    @property
+    def pareto_front(self) -> list[StudyTrial]:
+        """The trials no other feasible completed trial beats on every objective, and that
+        respect every constraint (read fresh), in trial order; with one objective, the best
+        trial. Each trial's ``objective_values`` follow the spec's ``objectives``."""
+        front = self.client.fetch_pareto(self.id)
+        return [StudyTrial.of(self, summary) for summary in front.data]
+
     def holdout(
         self,
         *,

@@ -4,7 +4,10 @@ reading it back with its types, so the service writes and the SDK reads one form
 Columns: ``number, status, value, std_error, value_folds``, then ``params_<name>`` for each
 parameter of the space in spec order and any other a trial holds (by name), then ``fold_0`` ..
 ``fold_{K-1}`` (the value of each fold the trial's value rests on: empty where the fold did not
-finish), then ``started_at, finished_at, duration_s, error, pruned_reason``.
+finish); a study of several objectives adds ``objective_<metric>`` and
+``objective_<metric>_std_error`` per objective, one with constraints ``constraint_<metric>`` per
+constrained metric (its fold mean) and ``feasible``; then ``started_at, finished_at,
+duration_s, error, pruned_reason``.
 
 Cells: numbers are written bare (a negative value stays a number) and every other cell quoted,
 an empty one included, so a bare cell is always a number. Text comes from users (a categorical
@@ -34,6 +37,8 @@ HEAD = ("number", "status", "value", "std_error", "value_folds")
 TAIL = ("started_at", "finished_at", "duration_s", "error", "pruned_reason")
 PARAM_PREFIX = "params_"
 FOLD_PREFIX = "fold_"
+OBJECTIVE_PREFIX = "objective_"
+CONSTRAINT_PREFIX = "constraint_"
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "'")
 """OWASP's list of a formula's first characters, and the quote that escapes them."""
 BOOLEANS = {"true": True, "false": False}
@@ -55,6 +60,9 @@ class TrialRecord:
     finished_at: datetime | None = None
     error: str | None = None
     pruned_reason: str | None = None
+    objective_values: list[list[float | None]] | None = None
+    constraint_values: list[float] | None = None
+    feasible: bool | None = None
 
     @property
     def duration_s(self) -> float | None:
@@ -63,20 +71,57 @@ class TrialRecord:
         return (self.finished_at - self.started_at).total_seconds()
 
 
-def columns(param_names: Sequence[str], folds: int) -> list[str]:
-    """The header: ``param_names`` in their order, ``folds`` fold columns."""
+@dataclass(frozen=True)
+class ScoredColumns:
+    """The columns of a study scored on more than its value: ``objectives``, the metric of
+    each objective when there are several; ``constraints``, each constraint's metric in the
+    spec's order (a metric with two limits has one column)."""
+
+    objectives: tuple[str, ...] = ()
+    constraints: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> list[str]:
+        out = []
+        for metric in self.objectives:
+            out += [f"{OBJECTIVE_PREFIX}{metric}", f"{OBJECTIVE_PREFIX}{metric}_std_error"]
+        out += [CONSTRAINT_PREFIX + metric for metric in dict.fromkeys(self.constraints)]
+        return out + (["feasible"] if self.constraints else [])
+
+    def cells(self, record: TrialRecord) -> list[Any]:
+        objectives = record.objective_values or []
+        out: list[Any] = []
+        for i in range(len(self.objectives)):
+            out += objectives[i] if i < len(objectives) else [None, None]
+        held = dict(zip(self.constraints, record.constraint_values or [], strict=False))
+        out += [held.get(metric) for metric in dict.fromkeys(self.constraints)]
+        return out + ([record.feasible] if self.constraints else [])
+
+
+def columns(
+    param_names: Sequence[str], folds: int, scored: ScoredColumns = ScoredColumns()
+) -> list[str]:
+    """The header: ``param_names`` in their order, ``folds`` fold columns, then ``scored``'s."""
     params = [PARAM_PREFIX + name for name in param_names]
-    return [*HEAD, *params, *(f"{FOLD_PREFIX}{k}" for k in range(folds)), *TAIL]
+    folds_ = [f"{FOLD_PREFIX}{k}" for k in range(folds)]
+    return [*HEAD, *params, *folds_, *scored.names, *TAIL]
 
 
-def csv_header(param_names: Sequence[str], folds: int) -> str:
-    """The CSV's first line: ``columns(param_names, folds)``."""
-    return _lines([columns(param_names, folds)])
+def csv_header(
+    param_names: Sequence[str], folds: int, scored: ScoredColumns = ScoredColumns()
+) -> str:
+    """The CSV's first line: ``columns(param_names, folds, scored)``."""
+    return _lines([columns(param_names, folds, scored)])
 
 
-def csv_rows(records: Iterable[TrialRecord], param_names: Sequence[str], folds: int) -> str:
+def csv_rows(
+    records: Iterable[TrialRecord],
+    param_names: Sequence[str],
+    folds: int,
+    scored: ScoredColumns = ScoredColumns(),
+) -> str:
     """The CSV lines of ``records``: a page of an export, sent while the next is read."""
-    return _lines(_row(record, param_names, folds) for record in records)
+    return _lines(_row(record, param_names, folds, scored) for record in records)
 
 
 def _lines(rows: Iterable[list[Any]]) -> str:
@@ -85,7 +130,9 @@ def _lines(rows: Iterable[list[Any]]) -> str:
     return buffer.getvalue()
 
 
-def _row(record: TrialRecord, names: Sequence[str], folds: int) -> list[Any]:
+def _row(
+    record: TrialRecord, names: Sequence[str], folds: int, scored: ScoredColumns
+) -> list[Any]:
     values = [
         record.number,
         record.status,
@@ -94,6 +141,7 @@ def _row(record: TrialRecord, names: Sequence[str], folds: int) -> list[Any]:
         record.value_folds,
         *(record.params.get(name) for name in names),
         *(record.fold_values.get(k) for k in range(folds)),
+        *scored.cells(record),
         record.started_at,
         record.finished_at,
         record.duration_s,
@@ -149,6 +197,8 @@ def _column_reader(name: str, space: Mapping[str, Param]) -> Any:
         return _text
     if name in ("started_at", "finished_at"):
         return _moment
+    if name == "feasible":
+        return _boolean
     if name.startswith(PARAM_PREFIX):
         return _param_reader(space.get(name.removeprefix(PARAM_PREFIX)))
     return _number
@@ -190,6 +240,10 @@ def _unquoted(raw: Any) -> Any:
 
 def _integer(raw: Any) -> int | None:
     return None if raw == "" else int(raw)
+
+
+def _boolean(raw: Any) -> bool | None:
+    return None if raw == "" else BOOLEANS[str(raw)]
 
 
 def _number(raw: Any) -> float | None:

@@ -10,6 +10,11 @@
         tune_config=tune.TuneConfig(search_alg=search, num_samples=40, max_concurrent_trials=4),
     )
 
+Several metrics (``metric=["loss", "n_params"], mode=["min", "min"]``, as Optuna's searcher
+takes them) make a multi-objective search, and ``constraints`` (foldwise's
+``{metric, op, value}``) limits on reported metrics; a trial that does not report every metric
+and constrained metric is told as a failure.
+
 The searcher keeps the history (completed trials in the order they finished, trials in flight)
 and hands all of it to the optimizer before every suggestion, as the service does: an optimizer
 depends only on its seed and that history, so ``save`` writes the history as JSON and
@@ -20,7 +25,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from numbers import Real
 from pathlib import Path
 from typing import Any
@@ -34,10 +39,12 @@ from foldwise.integrations.tune_space import (
     space_from_tune,
 )
 from foldwise.optimizers import BaseOptimizer, Observation, create_optimizer, optimizer_names
-from foldwise.spec import Direction
+from foldwise.spec import Constraint, Direction
 
 STATE_FORMAT = "foldwise.integrations.tune.FoldwiseSearch"
-STATE_VERSION = 1
+STATE_VERSION = 2
+"""Version 2 adds several metrics and constraints; a version 1 state still loads."""
+MAX_METRICS = 4
 MODES = {"min": Direction.MINIMIZE, "max": Direction.MAXIMIZE}
 
 
@@ -55,22 +62,29 @@ class FoldwiseSearch(Searcher):
     ``std_error_metric`` (default ``"<metric>_std_error"``), when reported, as the value's
     standard error, which the GP takes as that trial's noise. A trial that errored, or ended
     without a finite value, is told as a failure so the optimizer leaves its region.
+
+    With a list of metrics (and one mode per metric) each is an objective, its standard error
+    read from ``"<metric>_std_error"``; ``constraints`` are foldwise constraints
+    (``{"metric", "op", "value"}`` or :class:`foldwise.spec.Constraint`), which make a trial
+    that breaks one infeasible: data for the optimizer, not a failure.
     """
 
     def __init__(
         self,
         optimizer: str = "gp",
         space: Mapping[str, Any] | None = None,
-        metric: str | None = None,
-        mode: str | None = None,
+        metric: str | Sequence[str] | None = None,
+        mode: str | Sequence[str] | None = None,
         *,
         seed: int = 0,
         options: Mapping[str, Any] | None = None,
         budget: int | None = None,
         std_error_metric: str | None = None,
+        constraints: Sequence[Mapping[str, Any] | Constraint] = (),
     ) -> None:
-        _check_mode(mode)
+        metric, mode = _checked_metrics(metric, mode)
         super().__init__(metric=metric, mode=mode)
+        self._constraints = [Constraint.model_validate(c) for c in constraints]
         if optimizer not in optimizer_names():
             known = ", ".join(optimizer_names())
             raise ValueError(f"unknown optimizer {optimizer!r} (known: {known})")
@@ -89,8 +103,12 @@ class FoldwiseSearch(Searcher):
 
     @property
     def std_error_metric(self) -> str:
-        """The result key read as a trial's standard error."""
-        return self._std_error_metric or f"{self.metric}_std_error"
+        """The result key read as a trial's standard error (of the first metric)."""
+        return self._std_error_metric or f"{self._metrics()[0]}_std_error"
+
+    @property
+    def constraints(self) -> list[Constraint]:
+        return list(self._constraints)
 
     @property
     def search_space(self) -> SearchSpace | None:
@@ -120,7 +138,7 @@ class FoldwiseSearch(Searcher):
     ) -> bool:
         """Take Tune's metric, mode, ``num_samples`` (as the budget) and param_space; refuse a
         param_space with search domains when the searcher has a space already."""
-        _check_mode(mode)
+        metric, mode = _checked_metrics(metric or self._metric, mode or self._mode)
         if config and has_tune_domains(config):
             if self._space is not None:
                 return False  # Tune then says the param_space clashes with the searcher's space
@@ -165,25 +183,68 @@ class FoldwiseSearch(Searcher):
         params = self._pending.pop(trial_id, None) or self._take_back_failure(trial_id)
         if params is None:
             return  # not suggested by this searcher, or told already
-        value = None if error or not result else _finite(result.get(self.metric))
-        std_error = None if value is None else _finite(result.get(self.std_error_metric))
-        self._tell(params, value, std_error, trial_id=trial_id)
+        metrics = self._metrics()
+        values = [None if error or not result else _finite(result.get(m)) for m in metrics]
+        keys = [self.std_error_metric, *(f"{m}_std_error" for m in metrics[1:])]
+        errors = [_finite(result.get(k)) if result else None for k in keys]
+        limits = [_finite(result.get(c.metric)) if result else None for c in self._constraints]
+        if None in values or None in limits:
+            self._tell(params, None, None, trial_id=trial_id)
+            return
+        gaps = tuple(c.gap(v) for c, v in zip(self._constraints, limits, strict=True))
+        several = len(metrics) > 1
+        self._tell(
+            params,
+            values[0],
+            errors[0],
+            trial_id=trial_id,
+            values=tuple(values) if several else None,
+            std_errors=tuple(_error(e) for e in errors) if several else None,
+            constraint_gaps=gaps,
+        )
 
     def add_evaluated_point(
         self,
         parameters: dict,
-        value: float,
+        value: float | Sequence[float],
         error: bool = False,
         pruned: bool = False,
         intermediate_values: list[float] | None = None,
         *,
         std_error: float | None = None,
+        constraint_values: Sequence[float] = (),
     ) -> None:
         """Tell the optimizer about a trial run outside this searcher (a Tune config): a
-        prior observation, which does not count against the budget."""
+        prior observation, which does not count against the budget. With several metrics,
+        ``value`` holds one value per metric; with constraints, ``constraint_values`` one
+        value per constraint."""
         params = self._require_space().from_config(parameters)
-        value = None if error else _finite(value)
-        self._tell(params, value, None if value is None else _finite(std_error), pruned=pruned)
+        several = len(self._metrics()) > 1
+        if several and not error and not isinstance(value, Sequence):
+            raise ValueError(f"give a value for each of the metrics {self._metrics()}")
+        values = list(value) if several and not error else [value]
+        if several and not error and len(values) != len(self._metrics()):
+            raise ValueError(f"give a value for each of the metrics {self._metrics()}")
+        if len(constraint_values) != len(self._constraints) and not error:
+            raise ValueError(f"give a value for each of the {len(self._constraints)} constraints")
+        finite = [None if error else _finite(v) for v in values]
+        limits = [_finite(v) for v in constraint_values]
+        if None in finite or None in limits:
+            self._tell(params, None, None, pruned=pruned)
+            return
+        self._tell(
+            params,
+            finite[0],
+            _finite(std_error),
+            pruned=pruned,
+            values=tuple(finite) if several else None,
+            std_errors=(_error(_finite(std_error)),) + (None,) * (len(finite) - 1)
+            if several
+            else None,
+            constraint_gaps=tuple(
+                c.gap(v) for c, v in zip(self._constraints, limits, strict=True)
+            ),
+        )
 
     def get_state(self) -> dict[str, Any]:
         """Settings, space and history as JSON-able data."""
@@ -197,6 +258,7 @@ class FoldwiseSearch(Searcher):
             "metric": self._metric,
             "mode": self._mode,
             "std_error_metric": self._std_error_metric,
+            "constraints": [c.model_dump() for c in self._constraints],
             "space": None if self._space is None else self._space.to_json(),
             "completed": [_observation_record(o) for o in self._completed],
             "pending": [{"trial_id": t, "params": p} for t, p in self._pending.items()],
@@ -205,8 +267,8 @@ class FoldwiseSearch(Searcher):
     def set_state(self, state: Mapping[str, Any]) -> None:
         """Take what ``get_state`` gave. A searcher that has its space keeps it (its choices may
         be objects JSON cannot hold) but refuses a history from another space."""
-        if state.get("format") != STATE_FORMAT or state.get("version") != STATE_VERSION:
-            raise ValueError(f"not a {STATE_FORMAT} state of version {STATE_VERSION}")
+        if state.get("format") != STATE_FORMAT or state.get("version") not in (1, STATE_VERSION):
+            raise ValueError(f"not a {STATE_FORMAT} state of version 1 or {STATE_VERSION}")
         saved = state["space"]
         space = self._space
         if saved is not None and space is None:
@@ -220,6 +282,8 @@ class FoldwiseSearch(Searcher):
         self._budget = state["budget"]
         self._metric, self._mode = state["metric"], state["mode"]
         self._std_error_metric = state["std_error_metric"]
+        if "constraints" in state:  # a version 1 state has none: the searcher's own stay
+            self._constraints = [Constraint.model_validate(c) for c in state["constraints"]]
         self._completed = [_observation(record) for record in state["completed"]]
         self._pending = {p["trial_id"]: dict(p["params"]) for p in state["pending"]}
         self._optimizer = None
@@ -247,19 +311,34 @@ class FoldwiseSearch(Searcher):
         *,
         trial_id: str | None = None,
         pruned: bool = False,
+        values: tuple[float, ...] | None = None,
+        std_errors: tuple[float | None, ...] | None = None,
+        constraint_gaps: tuple[float, ...] = (),
     ) -> None:
-        if std_error is not None and std_error < 0:
-            std_error = None
+        if value is None and len(self._metrics()) > 1:  # a failure of a multi-objective search
+            values, std_errors = (None,) * len(self._metrics()), None
         self._completed.append(
             Observation(
                 params,
                 value,
-                std_error=std_error,
+                std_error=_error(std_error),
                 failed=value is None,
                 pruned=pruned and value is not None,
                 extra={"trial_id": trial_id},
+                values=values,
+                std_errors=std_errors,
+                constraint_gaps=constraint_gaps,
             )
         )
+
+    def _metrics(self) -> list[str]:
+        """The metrics told as objectives, in order."""
+        metric = self._metric
+        return [metric] if isinstance(metric, str) or metric is None else list(metric)
+
+    def _modes(self) -> list[str]:
+        mode = self._mode
+        return [mode] * len(self._metrics()) if isinstance(mode, str) else list(mode)
 
     def _priors(self) -> int:
         """Observations told with ``add_evaluated_point``: they have no Tune trial id."""
@@ -298,10 +377,12 @@ class FoldwiseSearch(Searcher):
         budget = None if self._budget is None else self._budget + self._priors()
         if self._optimizer is None or self._optimizer.budget != budget:
             space = self._require_space()
+            directions = [MODES[m] for m in self._modes()] if self._mode else []
             self._optimizer = create_optimizer(
                 self._optimizer_name,
                 space.params,
-                direction=MODES[self._mode] if self._mode else Direction.MINIMIZE,
+                direction=directions[0] if directions else Direction.MINIMIZE,
+                directions=directions if len(directions) > 1 else None,
                 seed=self._seed,
                 budget=budget,
                 options=self._options,
@@ -309,9 +390,29 @@ class FoldwiseSearch(Searcher):
         return self._optimizer
 
 
-def _check_mode(mode: str | None) -> None:
-    if mode is not None and mode not in MODES:
-        raise ValueError(f"mode must be 'min' or 'max', got {mode!r}")
+def _checked_metrics(
+    metric: str | Sequence[str] | None, mode: str | Sequence[str] | None
+) -> tuple[str | list[str] | None, str | list[str] | None]:
+    """``metric`` and ``mode`` checked: one of each, or as many modes as metrics (2 to 4)."""
+    modes = [mode] if isinstance(mode, str) or mode is None else list(mode)
+    for one in modes:
+        if one is not None and one not in MODES:
+            raise ValueError(f"mode must be 'min' or 'max', got {one!r}")
+    if isinstance(metric, str) or metric is None:
+        if len(modes) != 1:
+            raise ValueError("one metric takes one mode")
+        return metric, mode
+    metrics = list(metric)
+    if not 2 <= len(metrics) <= MAX_METRICS or len(set(metrics)) != len(metrics):
+        raise ValueError(f"give 2 to {MAX_METRICS} different metrics, got {metrics!r}")
+    if len(modes) != len(metrics):
+        raise ValueError(f"give a mode for each of the {len(metrics)} metrics, got {mode!r}")
+    return metrics, modes
+
+
+def _error(value: float | None) -> float | None:
+    """A standard error, or None where it is not a usable one."""
+    return None if value is None or value < 0 else value
 
 
 def _finite(value: Any) -> float | None:
@@ -330,10 +431,14 @@ def _observation_record(o: Observation) -> dict[str, Any]:
         "std_error": o.std_error,
         "failed": o.failed,
         "pruned": o.pruned,
+        "values": None if o.values is None else list(o.values),
+        "std_errors": None if o.std_errors is None else list(o.std_errors),
+        "constraint_gaps": list(o.constraint_gaps),
     }
 
 
 def _observation(record: Mapping[str, Any]) -> Observation:
+    values, errors = record.get("values"), record.get("std_errors")
     return Observation(
         dict(record["params"]),
         record["value"],
@@ -341,6 +446,9 @@ def _observation(record: Mapping[str, Any]) -> Observation:
         failed=record["failed"],
         pruned=record["pruned"],
         extra={"trial_id": record["trial_id"]},
+        values=None if values is None else tuple(values),
+        std_errors=None if errors is None else tuple(errors),
+        constraint_gaps=tuple(record.get("constraint_gaps", ())),
     )
 
 

@@ -30,6 +30,13 @@ class Observation:
     ``pruned`` trial's value rests on fewer folds than the study's K, or on a fold stopped
     early, so it is a noisier observation (its larger ``std_error`` says how much), not a
     failure.
+
+    With several objectives, ``values`` holds each one's fold mean in the spec's order, each in
+    its own direction (``value`` is the first of them), and ``std_errors`` their standard
+    errors. ``constraint_gaps`` holds, per constraint, the trial's signed gap to the limit
+    relative to the limit's size (:meth:`foldwise.spec.Constraint.gap`): positive by how much it
+    broke it, zero or negative where it holds (with that much room). An infeasible trial is
+    data, not a failure.
     """
 
     params: dict[str, Any]
@@ -39,11 +46,46 @@ class Observation:
     folds: int | None = None
     pruned: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    values: tuple[float | None, ...] | None = None
+    std_errors: tuple[float | None, ...] | None = None
+    constraint_gaps: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.values is not None and len(self.values) and self.values[0] != self.value:
+            if not (self.value is None or _both_nan(self.values[0], self.value)):
+                raise ValueError("value must be the first of values")
+        if self.std_errors is not None and len(self.std_errors) != len(self.objectives):
+            raise ValueError("std_errors needs one entry per objective value")
+
+    @property
+    def objectives(self) -> tuple[float | None, ...]:
+        """Every objective's value (one for a single-objective study)."""
+        return (self.value,) if self.values is None else tuple(self.values)
+
+    @property
+    def objective_errors(self) -> tuple[float | None, ...]:
+        """Every objective's standard error (None where not known)."""
+        if self.std_errors is not None:
+            return tuple(self.std_errors)
+        return (self.std_error,) + (None,) * (len(self.objectives) - 1)
 
     @property
     def ok(self) -> bool:
-        """Whether the trial produced a usable (finite) value."""
-        return not self.failed and self.value is not None and math.isfinite(self.value)
+        """Whether the trial produced usable (finite) values for every objective."""
+        return not self.failed and all(v is not None and math.isfinite(v) for v in self.objectives)
+
+    @property
+    def violation(self) -> float:
+        """The total amount by which the trial broke its constraints: 0 when feasible."""
+        return float(sum(max(0.0, g) for g in self.constraint_gaps))
+
+    @property
+    def feasible(self) -> bool:
+        return self.violation <= 0
+
+
+def _both_nan(a: float | None, b: float | None) -> bool:
+    return a is not None and b is not None and math.isnan(a) and math.isnan(b)
 
 
 class BaseOptimizer(ABC):
@@ -61,6 +103,7 @@ class BaseOptimizer(ABC):
         space: Mapping[str, Param],
         *,
         direction: Direction = Direction.MINIMIZE,
+        directions: Sequence[Direction] | None = None,
         seed: int = 0,
         budget: int | None = None,
         **options: Any,
@@ -68,7 +111,9 @@ class BaseOptimizer(ABC):
         if not space:
             raise ValueError("space must hold at least one parameter")
         self.space = dict(space)
-        self.direction = Direction(direction)
+        self.directions = tuple(Direction(d) for d in (directions or (direction,)))
+        """Each objective's direction; one for a single-objective study."""
+        self.direction = self.directions[0]
         self.seed = int(seed)
         self.budget = (
             None if budget is None else int_option("budget", budget, minimum=1, maximum=MAX_BUDGET)
@@ -100,10 +145,51 @@ class BaseOptimizer(ABC):
         """A generator seeded by the seed, the picture last given to ``update`` and ``salt``."""
         return np.random.default_rng([*self._digest, *salt])
 
+    @property
+    def multi_objective(self) -> bool:
+        return len(self.directions) > 1
+
     def losses(self) -> np.ndarray:
-        """Completed values in minimisation form (maximised objectives negated); NaN if failed."""
-        sign = -1.0 if self.direction is Direction.MAXIMIZE else 1.0
-        return np.array([sign * o.value if o.ok else np.nan for o in self.completed], dtype=float)
+        """Completed values in minimisation form (maximised objectives negated); NaN if failed.
+        With several objectives: the first one's."""
+        return self.loss_matrix()[:, 0]
+
+    def loss_matrix(self) -> np.ndarray:
+        """Completed values in minimisation form, a row per trial and a column per objective;
+        a row of NaN for a failed trial."""
+        signs = np.array([-1.0 if d is Direction.MAXIMIZE else 1.0 for d in self.directions])
+        rows = [
+            signs * np.array(o.objectives, dtype=float) if o.ok else np.full(len(signs), np.nan)
+            for o in self.completed
+        ]
+        return np.array(rows, dtype=float).reshape(len(rows), len(signs))
+
+    def violations(self) -> np.ndarray:
+        """Each completed trial's total constraint violation (0 when feasible)."""
+        return np.array([o.violation for o in self.completed], dtype=float)
+
+    def constraint_gaps(self) -> np.ndarray:
+        """A row per completed trial, a column per constraint: its signed gap to the limit
+        (see :class:`Observation`); NaN for a failed trial, which reported no metric."""
+        width = max((len(o.constraint_gaps) for o in self.completed), default=0)
+        rows = [
+            o.constraint_gaps if o.ok and len(o.constraint_gaps) == width else (math.nan,) * width
+            for o in self.completed
+        ]
+        return np.array(rows, dtype=float).reshape(len(rows), width)
+
+    def ranking_fitness(self, rows: slice | np.ndarray = slice(None)) -> np.ndarray:
+        """A fitness per completed trial (of ``rows``), higher is better, ``-inf`` if failed:
+        the negated loss for one objective without constraints; otherwise NSGA-II's order
+        (the Pareto front under constraint domination, then crowding; ``pareto.fitness``)
+        among those rows."""
+        losses, violations = self.loss_matrix()[rows], self.violations()[rows]
+        if not self.multi_objective and not violations.any():
+            fitness = -losses[:, 0]
+            return np.where(np.isnan(fitness), -np.inf, fitness)
+        from foldwise.optimizers.pareto import fitness as pareto_fitness  # loads moocore
+
+        return pareto_fitness(losses, violations)
 
     def seen_keys(self) -> set[tuple]:
         """Keys of every completed and pending configuration, so none is suggested again."""
@@ -120,6 +206,7 @@ def _history_digest(seed: int, completed: Sequence[Observation], pending: Sequen
                 _float_or_none(o.value if o.ok else None),
                 _float_or_none(o.std_error),
                 *([o.folds] if o.pruned else []),  # unchanged for studies that never prune
+                *([_multi_record(o)] if o.values is not None or o.constraint_gaps else []),
             ]
             for o in completed
         ],
@@ -132,6 +219,15 @@ def _history_digest(seed: int, completed: Sequence[Observation], pending: Sequen
 
 def _float_or_none(value: float | None) -> float | None:
     return None if value is None else float(value)
+
+
+def _multi_record(o: Observation) -> list:
+    """What a multi-objective or constrained observation adds to the history digest."""
+    return [
+        [_float_or_none(v if o.ok else None) for v in o.objectives],
+        [_float_or_none(e) for e in o.objective_errors],
+        [float(g) for g in o.constraint_gaps],
+    ]
 
 
 def check_count(count: int) -> int:

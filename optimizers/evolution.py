@@ -5,7 +5,9 @@ them is a generation. Children are always bred from the latest complete generati
 elites), so trials still running never hold the search back and no finished individual is
 ever evaluated again: elites survive into the next breeding pool with the fitness they have.
 Generation 0 is random. Fitness is the float objective in maximisation form; failed trials
-get ``-inf`` and lose every tournament.
+get ``-inf`` and lose every tournament. With several objectives or constraints this is NSGA-II:
+fitness orders trials by Pareto front under constraint domination, then by crowding distance
+(``BaseOptimizer.ranking_fitness``), so the elites and tournament winners are NSGA-II's.
 """
 
 from __future__ import annotations
@@ -73,8 +75,7 @@ class EvolutionOptimizer(BaseOptimizer):
         count = check_count(count)
         rng, seen = self.rng(), self.seen_keys()
         generation = len(self.completed) // self.population
-        fitness = -self.losses()
-        fitness[np.isnan(fitness)] = -np.inf
+        fitness = self.ranking_fitness()
         pool = breeding_pool(fitness, self.population, self.elites) if generation else []
         if not np.isfinite(fitness[pool]).any():  # generation 0, or nothing survived yet
             return sample_unique(self.encoding, count, rng, seen)

@@ -11,6 +11,13 @@ trials whose folds disagree pull the model less. Log expected improvement
 (:mod:`optimizers.acquisition`); option ``acquisition: ei`` scores with skopt's
 ``gaussian_ei`` and no polishing, as before.
 
+Several objectives are told as one loss: ParEGO's random augmented-Chebyshev scalarisation,
+new weights at every suggestion (:mod:`optimizers.scalarize`). Constraints get a GP each, and
+the acquisition is weighed by the probability that all of them hold
+(:mod:`optimizers.feasibility`); the incumbent is then the best *feasible* prediction, and
+while no trial is feasible the search looks for feasibility alone. Option ``constraints:
+penalty`` tells infeasible trials as a loss worse than every feasible one instead.
+
 Failed trials are told as a penalty: the worst successful loss plus a tenth of the spread of
 successful losses. The region around a failure then looks worse than anything that worked, so
 expected improvement leaves it, while the penalty stays on the scale of real results and does
@@ -49,10 +56,12 @@ from foldwise.optimizers.base import (
     int_option,
 )
 from foldwise.optimizers.encoding import SpaceEncoding
+from foldwise.optimizers.feasibility import Feasibility
 from foldwise.optimizers.gp_model import PRIORS, Columns, ExactGP, Hyper, fit_hyper
 from foldwise.optimizers.log_ei import log_ei, log_ei_gradient
 from foldwise.optimizers.output_warp import WARPS, warp_losses
 from foldwise.optimizers.sampling import config_key, sample_unique, sobol_unique
+from foldwise.optimizers.scalarize import scalarize, simplex_weights
 
 FIT_POINTS = 100
 """Hyperparameters are fitted on at most this many points, then polished on all of them."""
@@ -64,8 +73,11 @@ ANCHORS = 5
 MAX_CANDIDATES = 5000
 SCORING_WORK = 250_000
 """Random candidates × observations per acquisition search, while above ``candidates``."""
+SCALARIZATION_SALT = 7
+"""Seeds a suggestion's scalarisation weights apart from its other random draws."""
 LIARS = ("believer", "min", "mean", "max")
 ACQUISITIONS = ("ei", "log-ei")
+CONSTRAINT_MODELS = ("probability", "penalty")
 
 
 class GPOptimizer(BaseOptimizer):
@@ -82,7 +94,8 @@ class GPOptimizer(BaseOptimizer):
     most completed trials the model conditions on (the best half and the most recent rest),
     which bounds the cost of a suggestion however long the study runs; ``warp``
     ("yeo-johnson") how losses are warped before the fit, or "none"
-    (:mod:`optimizers.output_warp`).
+    (:mod:`optimizers.output_warp`); ``constraints`` ("probability") how constraints are
+    modelled, or "penalty" (infeasible trials told as bad losses).
     """
 
     def configure(
@@ -98,6 +111,7 @@ class GPOptimizer(BaseOptimizer):
         max_points: int = 1000,
         warp: str = "yeo-johnson",
         prior: str = "optuna",
+        constraints: str = "probability",
         **unknown: Any,
     ) -> None:
         super().configure(**unknown)
@@ -113,6 +127,7 @@ class GPOptimizer(BaseOptimizer):
         )
         self.warp = choice_option("warp", warp, WARPS)
         self.prior = choice_option("prior", prior, tuple(PRIORS))
+        self.constraint_model = choice_option("constraints", constraints, CONSTRAINT_MODELS)
         self.encoding = SpaceEncoding(self.space)
         widths = [c.stop - c.start for c in self.encoding.columns.values()]
         self.columns = Columns.of_blocks(widths)  # one length-scale per parameter
@@ -145,20 +160,23 @@ class GPOptimizer(BaseOptimizer):
         y, noise = y[rows], noise[rows]
         hyper = fit_model(X, y, noise, self.restarts, rng, self.columns, self.prior)
         believed = condition(hyper, X, y, noise)  # real results only: tells the lies
-        # the incumbent is the best *predicted* result: a lucky noisy mean is not a target
+        feasibility, feasible = self._feasibility(X, rows)
+        # the incumbent is the best *predicted* feasible result: a lucky noisy mean is not a
+        # target; without a feasible result there is none, and feasibility alone is sought
         fitted = believed.predict(X)
-        best = float(fitted.min())
-        anchors = X[np.argsort(fitted, kind="stable")[:ANCHORS]]
+        best = float(fitted[feasible].min()) if feasible.any() else None
+        ranked = np.where(feasible, fitted, np.inf)
+        anchors = X[np.lexsort((fitted, ranked))[:ANCHORS]]
         running, batch = [*self.pending, *chosen], []
         for _ in range(count):
             X_run = self.encoding.encode(running)
             model = condition(
                 hyper,
                 np.vstack([X, X_run]),
-                np.concatenate([y, self._lies(believed, X_run, y, best)]),
+                np.concatenate([y, self._lies(believed, X_run, y, fitted.min())]),
                 np.concatenate([noise, np.zeros(len(X_run))]),
             )
-            score, gradient = self._acquisition(model, best)
+            score, gradient = self._acquisition(model, best, feasibility)
             config = maximize_acquisition(
                 score,
                 self.encoding,
@@ -176,15 +194,45 @@ class GPOptimizer(BaseOptimizer):
             batch.append(config)
         return batch
 
-    def _acquisition(self, model: ExactGP, best: float) -> tuple[Score, Gradient | None]:
-        """The acquisition's score of encoded rows, and its gradient when it has one."""
+    def _feasibility(
+        self, X: np.ndarray, rows: np.ndarray
+    ) -> tuple[Feasibility | None, np.ndarray]:
+        """The constraints' model on rows ``rows`` of the history (None when the study has
+        none, tells them as a penalty, or no constraint has anything to learn from yet), and
+        which of those rows are feasible (a failed trial is not)."""
+        gaps = self.constraint_gaps()[rows]
+        if not gaps.shape[1] or self.constraint_model == "penalty":
+            return None, np.ones(len(rows), dtype=bool)
+        model = Feasibility.fit(X, gaps, self.columns, self.prior)
+        if not model.constraints:  # nothing to learn yet: the objective alone, as without
+            return None, np.ones(len(rows), dtype=bool)
+        # a failed trial (NaN gaps) is not feasible: it must not become EI's incumbent
+        feasible = np.isfinite(gaps).all(axis=1) & (gaps <= 0).all(axis=1)
+        return model, feasible
+
+    def _acquisition(
+        self, model: ExactGP, best: float | None, feasibility: Feasibility | None
+    ) -> tuple[Score, Gradient | None]:
+        """The acquisition's score of encoded rows, and its gradient when it has one: EI
+        (or log EI) below ``best``, weighed by the probability of feasibility when there are
+        constraints; that probability alone while ``best`` is None (nothing feasible yet)."""
         xi = self.margin()
+        if feasibility is not None and best is None:
+            return feasibility.log_probability, feasibility.log_probability_gradient
+        if feasibility is None:
+            feasibility = Feasibility(())
         if self.acquisition == "ei":
-            return lambda Z: gaussian_ei(Z, model, y_opt=best, xi=xi), None
-        return (
-            lambda Z: log_ei(model, Z, best, xi),
-            lambda Z: log_ei_gradient(model, Z, best, xi),
-        )
+            return (
+                lambda Z: gaussian_ei(Z, model, y_opt=best, xi=xi) * feasibility.probability(Z),
+                None,
+            )
+
+        def gradient(Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            value, slope = log_ei_gradient(model, Z, best, xi)
+            log_p, p_slope = feasibility.log_probability_gradient(Z)
+            return value + log_p, slope + p_slope
+
+        return lambda Z: log_ei(model, Z, best, xi) + feasibility.log_probability(Z), gradient
 
     def margin(self) -> float:
         """EI's margin: ``xi``, annealed linearly to 0 over the study's budget when it has one,
@@ -204,10 +252,27 @@ class GPOptimizer(BaseOptimizer):
 
     def _targets(self) -> tuple[np.ndarray, np.ndarray]:
         """Warped, standardised penalised losses, and each point's noise variance in those
-        units."""
-        errors = np.array([(o.std_error or 0.0) if o.ok else 0.0 for o in self.completed])
+        units. With several objectives the losses are this suggestion's random scalarisation
+        (:mod:`optimizers.scalarize`), which also penalises infeasible trials under
+        ``constraints: penalty``."""
+        width = len(self.directions)
+        errors = np.array(
+            [
+                [e or 0.0 for e in o.objective_errors] if o.ok else [0.0] * width
+                for o in self.completed
+            ]
+        ).reshape(len(self.completed), width)
         errors = np.nan_to_num(errors, nan=0.0, posinf=0.0)
-        return warp_losses(penalize_failures(self.losses()), errors, self.warp)
+        if self.constraint_model == "penalty":
+            violations = self.violations()
+        else:  # the constraints have their own models
+            violations = np.zeros(len(self.completed))
+        if not self.multi_objective and not violations.any():
+            losses, errors = self.losses(), errors[:, 0]
+        else:
+            weights = simplex_weights(len(self.directions), self.rng(SCALARIZATION_SALT))
+            losses, errors = scalarize(self.loss_matrix(), errors, violations, weights)
+        return warp_losses(penalize_failures(losses), errors, self.warp)
 
 
 def keep_rows(y: np.ndarray, limit: int) -> np.ndarray:

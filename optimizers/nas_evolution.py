@@ -5,7 +5,9 @@ each new one arrives, however good it was: the search keeps moving and a lucky e
 cannot dominate it. A child copies the best of a random sample of ``sample_size`` members and
 changes exactly one of its active parameters; parameters that the change switches on get a
 random value, those it switches off are dropped, so every child respects the conditions.
-Failed trials stay in the population (and age out) but never win a tournament.
+Failed trials stay in the population (and age out) but never win a tournament. With several
+objectives or constraints, a member's fitness is its Pareto front within the population under
+constraint domination, then its crowding distance there (NSGA-II's order).
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ class NASEvolutionOptimizer(BaseOptimizer):
         count = check_count(count)
         rng, seen = self.rng(), self.seen_keys()
         alive = self.completed[-self.population :]
-        fitness = -self.losses()[-self.population :]
+        fitness = self.ranking_fitness(slice(-self.population, None))
         started = len(self.completed) + len(self.pending)
         n_random = min(count, max(0, self.population - started))
         if not np.isfinite(fitness).any():  # nothing has worked yet: keep exploring

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import import_module
 from typing import Any
 
@@ -38,19 +38,28 @@ def create_optimizer(
     space: Mapping[str, Param],
     *,
     direction: Direction = Direction.MINIMIZE,
+    directions: Sequence[Direction] | None = None,
     seed: int = 0,
     budget: int | None = None,
     options: Mapping[str, Any] | None = None,
 ) -> BaseOptimizer:
-    """A fresh optimizer; ``ValueError`` for an unknown name or bad options."""
+    """A fresh optimizer; ``ValueError`` for an unknown name or bad options. ``directions``
+    (one per objective) makes it a multi-objective one."""
     if options is not None and not isinstance(options, Mapping):
         raise ValueError(f"options must be a mapping, got {type(options).__name__}")
     bad_keys = [key for key in options or {} if not isinstance(key, str)]
     if bad_keys:
         raise ValueError(f"option names must be strings, got {bad_keys!r}")
-    reserved = sorted(set(options or {}) & {"direction", "seed", "budget"})
+    reserved = sorted(set(options or {}) & {"direction", "directions", "seed", "budget"})
     if reserved:
         message = f"{', '.join(reserved)} come from the study, not from options"
         raise OptionError(reserved[0], message)
     cls = optimizer_class(name)
-    return cls(space, direction=direction, seed=seed, budget=budget, **dict(options or {}))
+    return cls(
+        space,
+        direction=direction,
+        directions=directions,
+        seed=seed,
+        budget=budget,
+        **dict(options or {}),
+    )

@@ -17,6 +17,7 @@ def build_optimizer(spec: StudySpec, *, warm_observations: int = 0) -> BaseOptim
         spec.optimizer.name,
         spec.space,
         direction=spec.objective.direction,
+        directions=[o.direction for o in spec.all_objectives],
         seed=spec.seed if spec.optimizer.seed is None else spec.optimizer.seed,
         budget=spec.budget.trials + warm_observations,
         options=spec.optimizer.options,

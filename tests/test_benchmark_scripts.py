@@ -39,21 +39,25 @@ SMOKE_RUNS = {
     ),
     "trainer_throughput": (
         ["--samples", "512", "--epochs", "2", "--repeats", "1", "--reports", "10", "--ray"]
-        + ["--warm-runs", "0"],
+        + ["--warm-runs", "0", "--ranks", "2"],
         "| placement to first step, 2 ranks on Ray | seconds |",
     ),
     "loops_end_to_end": (
-        ["--trials", "1", "--repeats", "1", "--warm-runs", "0", "--epochs", "1"],
+        ["--trials", "1", "--repeats", "1", "--warm-runs", "0", "--epochs", "1", "--folds", "2"],
         "| shapes: own loop (train_fold) |",
     ),
-    "holdout_bias": (["--seeds", "1", "--trials", "3"], "| seed | CV-best val_loss"),
+    "holdout_bias": (
+        ["--seeds", "1", "--trials", "2", "--epochs", "2"],
+        "| seed | CV-best val_loss",
+    ),
     "racing": (
         ["--tasks", "digits", "--seeds", "1", "--trials", "4", "--modes", "off,racing"]
         + ["--optimizers", "random"],
         "| random | racing |",
     ),
     "api_load": (
-        ["--backends", "sqlite", "--clients", "5", "--seconds", "5", "--quiet", "1"],
+        ["--backends", "sqlite", "--clients", "5", "--seconds", "5", "--quiet", "1"]
+        + ["--warm-trials", "1"],
         "| now sqlite | study |",
     ),
     "optimizers": (
@@ -61,8 +65,21 @@ SMOKE_RUNS = {
         + ["--timing-points", "", "--noise-seeds", "0", "--results", "{tmp}/runs.jsonl"],
         "| gp |",
     ),
+    "multi_objective": (
+        [
+            "--seeds",
+            "2",
+            "--budget",
+            "12",
+            "--checkpoint",
+            "6",
+            "--methods",
+            "gp,evolution,random",
+        ],
+        "| mean rank | |",
+    ),
     "cluster": (
-        ["--reps", "2", "--trials", "1", "--epochs", "1", "--node-loss", "1"],
+        ["--reps", "2", "--trials", "1", "--epochs", "1", "--folds", "2", "--node-loss", "1"],
         "| local Ray (4 CPUs) |",
     ),
 }

@@ -7,7 +7,18 @@ from dataclasses import asdict
 
 import pytest
 
-from benchmarks.racing import Run, main, parse_args, parse_mode, summarise
+from benchmarks.racing import (
+    Run,
+    _front_hypervolume,
+    main,
+    parse_args,
+    parse_mode,
+    study_document,
+    summarise,
+)
+from foldwise.schemas import TrialStatus
+from foldwise.service.db.models import TrialRow
+from foldwise.spec import StudySpec
 
 
 def run(mode: str, seed: int, fold_epochs: int, best: float, reached_at: float) -> Run:
@@ -72,3 +83,27 @@ def test_tables_are_printed_from_several_saved_files(tmp_path, capsys) -> None:
     main(["--load", str(first), str(more)])
     table = capsys.readouterr().out
     assert "| gp | racing | - | 200 | 2.00x |" in table
+
+
+def test_pareto_studies_race_on_two_objectives_and_score_their_front() -> None:
+    args = parse_args(["--tasks", "digits", "--pareto", "2.5,200000"])
+    document = study_document("digits", "gp", 0, "racing", args)
+    assert "objective" not in document
+    assert [o["metric"] for o in document["objectives"]] == ["val_loss", "n_params"]
+    assert StudySpec.model_validate(document).racing.rule == "forgiving"
+    trials = [
+        TrialRow(status=TrialStatus.COMPLETED, objective_values=[[1.5, 0.1], [100000, 0.0]]),
+        TrialRow(status=TrialStatus.COMPLETED, objective_values=[[0.5, 0.1], [150000, 0.0]]),
+        TrialRow(status=TrialStatus.PRUNED, objective_values=[[0.1, 0.1], [1000, 0.0]]),
+        TrialRow(status=TrialStatus.COMPLETED, objective_values=[[3.0, 0.1], [10, 0.0]]),
+    ]
+    # (1.5, 1e5) and (0.5, 1.5e5) from (2.5, 2e5); pruned and out-of-bounds trials add nothing
+    assert _front_hypervolume(trials, [2.5, 200000]) == pytest.approx(100000 + 1.0 * 50000)
+
+
+def test_pareto_runs_race_but_never_prune_inside_a_fold() -> None:
+    assert parse_args(["--pareto", "2.5,200000"]).modes == ["off", "racing"]
+    with pytest.raises(SystemExit):
+        parse_args(["--pareto", "2.5,200000", "--modes", "off,pruning"])
+    with pytest.raises(SystemExit):
+        parse_args(["--pareto", "2.5"])

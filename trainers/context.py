@@ -97,6 +97,9 @@ class FoldContext:
         several ranks (DDP gives every rank rank 0's initial weights). Every rank calls it."""
         wrapped = wrap_model(model, self.device)
         self._wrapped.append(wrapped)
+        if self._channel.model_params is None:  # the first model prepared is the one trained
+            trainable = (p.numel() for p in model.parameters() if p.requires_grad)
+            self._channel.model_params = sum(trainable)
         return wrapped
 
     def prepare_loader(

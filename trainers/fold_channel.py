@@ -84,6 +84,8 @@ class FoldChannel:
     ) -> None:
         self.job, self.rank, self.exchange, self.outbox = job, rank, exchange, outbox
         self.monitor = monitor
+        self.model_params: int | None = None
+        """Trainable parameters of the model the fold function prepared, once it has."""
         self.stop_requested = stop_requested or (lambda: False)
         self.abandoned: threading.Event = exchange.abandoned
         self.last_epoch = 0
@@ -131,6 +133,8 @@ class FoldChannel:
         if self.rank == 0:
             measured = _measured(peers)
             record = {**values, **measured}
+            if self.model_params is not None:
+                record.setdefault("n_params", float(self.model_params))
             self.history.append(record)
             self.outbox.put(EpochReport(number, record, stopped=asked))
         self._epoch_began, self._epoch_began_wall = time.perf_counter(), time.time()

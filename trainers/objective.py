@@ -88,3 +88,36 @@ def fold_value(
         raise ValueError(f"direction must be minimize or maximize, got {direction!r}")
     finite = [v for v in values if math.isfinite(v)] or values
     return min(finite) if direction == "minimize" else max(finite)
+
+
+def fold_metric_values(
+    epochs: Sequence[dict[str, Any]],
+    metrics: Sequence[str],
+    metric: str,
+    direction: str,
+    use: str = "best",
+) -> dict[str, float]:
+    """Each of ``metrics`` at the epoch the objective (``metric``, ``direction``, ``use``)
+    picks, the way ``fold_value`` picks it. A metric that epoch lacks is taken from the
+    latest earlier epoch that reported it, else the earliest later one: a count reported once
+    (a model's parameters) holds for the whole run. ``ValueError`` names a metric never
+    reported, or not finite where it is read."""
+    value = fold_value(epochs, metric, direction, use)
+    picked = max(i for i, e in enumerate(epochs) if metric in e and _same(e[metric], value))
+    out: dict[str, float] = {}
+    for name in metrics:
+        reported = [i for i, e in enumerate(epochs) if name in e]
+        if not reported:
+            seen = sorted({key for e in epochs for key in e})
+            raise ValueError(f"metric {name!r} was never reported; reported: {seen or 'nothing'}")
+        earlier = [i for i in reported if i <= picked]
+        at = earlier[-1] if earlier else reported[0]
+        out[name] = float(epochs[at][name])
+        if not math.isfinite(out[name]):
+            raise ValueError(f"metric {name!r} was {out[name]} at epoch {at + 1}")
+    return out
+
+
+def _same(a: Any, b: float) -> bool:
+    a = float(a)
+    return a == b or (math.isnan(a) and math.isnan(b))

@@ -22,6 +22,10 @@ MEASURED_METRICS = ("epoch_start", "epoch_seconds", "cpu_percent", "rss_mb")
 """What foldwise measures of every epoch, whatever loop trains it (mean over the ranks)."""
 GPU_METRICS = ("gpu_mem_mb", "gpu_util_percent")
 """Measured as well on ranks that train on a GPU."""
+MODEL_METRICS = ("n_params",)
+"""Counted of the model a fold function prepared (``ctx.prepare_model``; the built-in loop does
+it): its trainable parameters, in every epoch's report, for objectives and constraints on model
+size. A task that reports ``n_params`` itself keeps its own count."""
 RESERVED_METRICS = frozenset({"epoch", *MEASURED_METRICS, *GPU_METRICS})
 """Names a task may not report: foldwise fills them in."""
 

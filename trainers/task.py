@@ -24,7 +24,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from foldwise.trainers.report import GPU_METRICS, MEASURED_METRICS, RESERVED_METRICS
+from foldwise.trainers.report import (
+    GPU_METRICS,
+    MEASURED_METRICS,
+    MODEL_METRICS,
+    RESERVED_METRICS,
+)
 
 BUILTIN_TASKS: dict[str, str] = {
     "digits_mlp": "foldwise.trainers.builtin.digits_mlp",
@@ -85,7 +90,7 @@ class TaskProfile:
 
     def metrics(self, *, gpu: bool = False) -> list[str]:
         """Every metric an epoch reports: the declared ones and what foldwise measures."""
-        measured = [*MEASURED_METRICS, *(GPU_METRICS if gpu else ())]
+        measured = [*MEASURED_METRICS, *MODEL_METRICS, *(GPU_METRICS if gpu else ())]
         return [*self.declared_metrics, *measured]
 
     def to_json(self) -> str:

@@ -32,7 +32,7 @@ from foldwise.trainers.fold_runner import FoldRunner, FoldTimedOut, run_fold
 from foldwise.trainers.job import FoldJob
 from foldwise.trainers.objective import fold_value
 from foldwise.trainers.rank_exchange import PeerFailed, RunAbandoned
-from foldwise.trainers.report import RESERVED_METRICS, EpochReport
+from foldwise.trainers.report import MODEL_METRICS, RESERVED_METRICS, EpochReport
 from foldwise.trainers.task import BUILTIN_TASKS, Loop, Task, TaskNotFound, resolve_task
 
 DEVICES = ("cpu", "cuda")
@@ -222,14 +222,18 @@ def summarize(check: TaskCheck, reports: Sequence[EpochReport]) -> CheckSummary:
         best=best,
         best_epoch=best_epoch,
         seconds_per_epoch=sum(seconds) / max(1, len(seconds)),
-        undeclared=tuple(m for m in seen if m not in task.declared_metrics),
+        undeclared=tuple(
+            m for m in seen if m not in task.declared_metrics and m not in MODEL_METRICS
+        ),
     )
 
 
 def shown_metrics(check: TaskCheck, report: EpochReport) -> dict[str, float]:
     """What an epoch's line shows: the metrics the task reported, without the timings and
-    resource use foldwise measures (the epoch's time is shown apart)."""
+    resource use foldwise measures (the epoch's time is shown apart), nor the parameter count
+    it takes of the model unless the task declares it."""
     quiet = RESERVED_METRICS | (BUILTIN_TIMINGS if check.task.loop is Loop.BUILTIN else set())
+    quiet |= set(MODEL_METRICS) - set(check.task.declared_metrics)
     return {k: v for k, v in report.metrics.items() if k not in quiet}
 
 

@@ -21,6 +21,7 @@ from foldwise.service.hardening.errors import invalid_field
 from foldwise.service.study_optimizer import build_optimizer
 from foldwise.service.task_code import CodeCache, CodeSnapshot, TaskCodeError, snapshot_task
 from foldwise.spec import StudySpec, TrainerSpec
+from foldwise.trainers.report import MODEL_METRICS
 from foldwise.trainers.task import Loop, TaskNotFound, TaskProfile
 
 
@@ -63,13 +64,23 @@ def check_runnable(
     except TaskNotFound as exc:
         message = f"{exc}; {task_choices(task_modules)}"
         raise invalid_field(("trainer", "task"), message, name) from exc
+    reports = f"task {name!r} ({profile.kind}) reports {', '.join(profile.declared_metrics)}"
+    several = spec.objectives is not None
+    for i, objective in enumerate(spec.all_objectives):
+        metric = objective.metric
+        if metric not in (*profile.declared_metrics, *MODEL_METRICS):
+            message = reports
+            if metric in profile.metrics(gpu=True):
+                message += f"; {metric} is what foldwise measures of an epoch, not an objective"
+            loc = ("objectives", str(i), "metric") if several else ("objective", "metric")
+            raise invalid_field(loc, message, metric)
     resources, parallel = spec.resources, spec.parallel
-    metric = spec.objective.metric
-    if metric not in profile.declared_metrics:
-        message = f"task {name!r} ({profile.kind}) reports {', '.join(profile.declared_metrics)}"
-        if metric in profile.metrics(gpu=True):
-            message += f"; {metric} is what foldwise measures of an epoch, not an objective"
-        raise invalid_field(("objective", "metric"), message, metric)
+    known = profile.metrics(gpu=resources.gpus_per_worker > 0)
+    for i, constraint in enumerate(spec.constraints):
+        if constraint.metric not in known:
+            measured = ", ".join(m for m in known if m not in profile.declared_metrics)
+            message = f"{reports}; foldwise measures {measured}"
+            raise invalid_field(("constraints", str(i), "metric"), message, constraint.metric)
     for setting, message in unused_trainer_settings(spec.trainer, profile, name):
         raise invalid_field(("trainer", setting), message, getattr(spec.trainer, setting))
     resolve_cv(spec, profile)

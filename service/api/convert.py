@@ -67,6 +67,7 @@ def fold_run_out(run: FoldRunRow) -> schemas.FoldRun:
         attempt=run.attempt,
         status=run.status,
         value=run.value,
+        metric_values=run.metric_values,
         error=run.error,
         traceback=run.traceback,
         started_at=run.started_at,

@@ -71,6 +71,7 @@ def finish_fold_run(
     status: FoldStatus,
     *,
     value: float | None = None,
+    metric_values: dict[str, float] | None = None,
     error: str | None = None,
     traceback: str | None = None,
     train_seconds: float | None = None,
@@ -80,6 +81,7 @@ def finish_fold_run(
         return
     run.status = status
     run.value = value
+    run.metric_values = metric_values
     run.error = error
     run.traceback = traceback
     run.train_seconds = train_seconds
@@ -92,6 +94,15 @@ def completed_fold_values(session: Session, trial_id: int) -> dict[int, float]:
         FoldRunRow.trial_id == trial_id, FoldRunRow.status == FoldStatus.COMPLETED
     )
     return {fold: value for fold, value in session.execute(query)}
+
+
+def completed_fold_metrics(session: Session, trial_id: int) -> dict[int, dict[str, float]]:
+    """The scored metrics (``FoldRunRow.metric_values``) of each fold of a trial that already
+    has a completed attempt, where it has them."""
+    query = select(FoldRunRow.fold, FoldRunRow.metric_values).where(
+        FoldRunRow.trial_id == trial_id, FoldRunRow.status == FoldStatus.COMPLETED
+    )
+    return {fold: values for fold, values in session.execute(query) if values is not None}
 
 
 SERVICE_STOPPED = "the service stopped"

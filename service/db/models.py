@@ -165,6 +165,13 @@ class TrialRow(Base):
     std_error: Mapped[float | None] = mapped_column(Float)
     value_folds: Mapped[int | None] = mapped_column(Integer)
     """How many fold values ``value`` is the mean of: K when completed, fewer when pruned."""
+    objective_values: Mapped[list[list[float | None]] | None] = mapped_column(JSON)
+    """With several objectives: [mean, standard error] of each, in the spec's order (``value``
+    and ``std_error`` are the first's)."""
+    constraint_values: Mapped[list[float] | None] = mapped_column(JSON)
+    """Each constraint's fold mean, in the spec's order."""
+    feasible: Mapped[bool | None]
+    """Whether every constraint holds (None: the study has none, or the trial has no value)."""
     pruned_reason: Mapped[str | None] = mapped_column(Text)
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
@@ -192,6 +199,9 @@ class FoldRunRow(Base):
     attempt: Mapped[int] = mapped_column(Integer)
     status: Mapped[FoldStatus] = mapped_column(_status(FoldStatus))
     value: Mapped[float | None] = mapped_column(Float)
+    metric_values: Mapped[dict[str, float] | None] = mapped_column(JSON)
+    """With several objectives or constraints: the value of each metric they name, read at the
+    epoch the first objective picks (``value`` is the first objective's)."""
     error: Mapped[str | None] = mapped_column(Text)
     traceback: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime | None]

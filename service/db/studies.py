@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, func, select, union_all, update
+from sqlalchemy import Connection, func, or_, select, union_all, update
 from sqlalchemy.orm import Session, aliased
 from sqlalchemy.sql import Select
 
@@ -118,11 +118,14 @@ def count_trials_by_status(
 
 
 def best_trials(session: Session, studies: Sequence[StudyRow]) -> dict[int, TrialRow]:
-    """The best completed trial of each study, in its own direction, in one query: a correlated
-    ``ORDER BY value LIMIT 1`` per study, so each is one walk of ``ix_trials_study_id_value``."""
+    """The best completed (and feasible) trial of each study, in its own direction, in one
+    query: a correlated ``ORDER BY value LIMIT 1`` per study, so each is one walk of
+    ``ix_trials_study_id_value``. A study of several objectives has none: its best trials are
+    its Pareto front (``pareto_front``)."""
     ids: list[Any] = []
+    single = [s for s in studies if not s.spec.objectives]
     for maximize in (False, True):
-        chosen = [s.id for s in studies if s.spec.objective.maximize is maximize]
+        chosen = [s.id for s in single if s.spec.objective.maximize is maximize]
         if chosen:
             ids.append(_best_trial_ids(chosen, maximize=maximize))
     if not ids:
@@ -139,6 +142,7 @@ def _best_trial_ids(study_ids: list[int], *, maximize: bool) -> Select[Any]:
             trial.study_id == StudyRow.id,
             trial.status == TrialStatus.COMPLETED,
             trial.value.is_not(None),
+            or_(trial.feasible.is_(None), trial.feasible.is_(True)),
         )
         .order_by(trial.value.desc() if maximize else trial.value.asc(), trial.number)
         .limit(1)

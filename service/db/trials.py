@@ -121,6 +121,7 @@ def export_records(session: Session, trial_ids: Sequence[int]) -> list[TrialReco
         folds.setdefault(trial_id, {})[fold] = value
     fields = ("number", "params", "value", "std_error", "value_folds", "started_at")
     fields += ("finished_at", "error", "pruned_reason")
+    fields += ("objective_values", "constraint_values", "feasible")
     query = select(TrialRow.id, TrialRow.status, *(getattr(TrialRow, f) for f in fields))
     records = {
         row.id: TrialRecord(
@@ -248,11 +249,17 @@ def finish_trial(
     value_folds: int | None = None,
     pruned_reason: str | None = None,
     error: str | None = None,
+    objective_values: list[list[float | None]] | None = None,
+    constraint_values: list[float] | None = None,
+    feasible: bool | None = None,
 ) -> None:
     trial.status = status
     trial.value = value
     trial.std_error = std_error
     trial.value_folds = value_folds
+    trial.objective_values = objective_values
+    trial.constraint_values = constraint_values
+    trial.feasible = feasible
     trial.pruned_reason = pruned_reason
     trial.error = error
     trial.finished_at = utcnow()

@@ -23,7 +23,7 @@ from foldwise.service.scheduler.store import SchedulerStore, TrialHandle
 from foldwise.spec import StudySpec
 from foldwise.trainers.artifact_keys import fold_artifact_key
 from foldwise.trainers.job import FoldJob, trained_seconds
-from foldwise.trainers.objective import fold_value
+from foldwise.trainers.objective import fold_metric_values, fold_value
 from foldwise.trainers.report import EpochReport, SavedArtifact
 
 
@@ -44,6 +44,9 @@ class FoldOutcome:
     """The objective after each epoch that counts: a reference for pruning."""
     fatal: bool = False
     """Every trial would fail the same way (the data cannot be split as the study asks)."""
+    metrics: dict[str, float] | None = None
+    """With several objectives or constraints: each metric they name, at the epoch the first
+    objective picks (``StudySpec.scored_metrics``)."""
 
 
 @dataclass(frozen=True)
@@ -215,15 +218,19 @@ class FoldTask:
                 train_seconds=seconds,
                 curve=curve,
             )
-        objective = self.context.spec.objective
-        try:
-            value = fold_value(
-                [e.metrics for e in run.epochs],
-                objective.metric,
-                objective.direction.value,
-                use=objective.use,
-            )
-        except ValueError as exc:  # the objective metric was never reported
+        spec = self.context.spec
+        objective, reports = spec.objective, [e.metrics for e in run.epochs]
+        direction = objective.direction.value
+        try:  # the scored metrics hold the objective's value, read where fold_value reads it
+            metrics = None
+            if spec.scored_metrics:
+                metrics = fold_metric_values(
+                    reports, spec.scored_metrics, objective.metric, direction, objective.use
+                )
+                value = metrics[objective.metric]
+            else:
+                value = fold_value(reports, objective.metric, direction, use=objective.use)
+        except ValueError as exc:  # a metric the study scores was never reported
             return FoldOutcome(self.fold, run_id, FoldStatus.FAILED, reason=str(exc))
         if run.pruned is not None:
             return FoldOutcome(
@@ -236,7 +243,13 @@ class FoldTask:
                 curve=curve,
             )
         return FoldOutcome(
-            self.fold, run_id, FoldStatus.COMPLETED, value, train_seconds=seconds, curve=curve
+            self.fold,
+            run_id,
+            FoldStatus.COMPLETED,
+            value,
+            train_seconds=seconds,
+            curve=curve,
+            metrics=metrics,
         )
 
 

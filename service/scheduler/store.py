@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from foldwise.optimizers.base import Observation
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
 from foldwise.service.db import fold_runs as fold_repo
+from foldwise.service.db import pareto as pareto_repo
 from foldwise.service.db import studies as study_repo
 from foldwise.service.db import trials as trial_repo
 from foldwise.service.db import warm_start as warm_repo
@@ -27,9 +28,10 @@ from foldwise.service.db.engine import SessionRunner
 from foldwise.service.db.models import StudyRow, TrialRow, utcnow
 from foldwise.service.db.trials import STOPPED_ERROR
 from foldwise.service.metrics import FOLDS_ENDED, TRIALS_ENDED
+from foldwise.service.scheduler.dominance_racing import FrontMember
 from foldwise.service.scheduler.racing import Incumbent
 from foldwise.service.scheduler.stop_flags import StopFlags
-from foldwise.spec import StudySpec
+from foldwise.spec import Constraint, StudySpec
 from foldwise.trainers.report import ArtifactKind, EpochReport
 
 T = TypeVar("T")
@@ -118,12 +120,15 @@ class SchedulerStore:
         every study that asks within a fraction of a poll)."""
         return await self.stop_flags.requested(study_id)
 
-    async def history(self, study_id: int) -> tuple[list[Observation], int]:
-        """Finished trials as observations, and how many trials the study has in all."""
+    async def history(
+        self, study_id: int, constraints: Sequence[Constraint] = ()
+    ) -> tuple[list[Observation], int]:
+        """Finished trials as observations (``constraints``: the study's, which say how far
+        each trial broke them), and how many trials the study has in all."""
 
         def work(session: Session) -> tuple[list[Observation], int]:
             rows = trial_repo.finished_trials(session, study_id)
-            observations = [_observation(row) for row in rows]
+            observations = [_observation(row, constraints=constraints) for row in rows]
             return observations, trial_repo.count_trials(session, study_id)
 
         return await self._db.read(work)
@@ -244,6 +249,21 @@ class SchedulerStore:
 
         return await self._db.read(work)
 
+    async def front(self, study_id: int) -> list[FrontMember]:
+        """The study's Pareto front with each member's fold metrics (racing by dominance's
+        reference)."""
+
+        def work(session: Session) -> list[FrontMember]:
+            study = session.get(StudyRow, study_id)
+            if study is None:
+                return []
+            return [
+                FrontMember(row.number, fold_repo.completed_fold_metrics(session, row.id))
+                for row in pareto_repo.pareto_front(session, study)
+            ]
+
+        return await self._db.read(work)
+
     async def fold_curves(self, study_id: int, metric: str) -> list[tuple[int, bool, list]]:
         """(fold, finished, ``metric`` per epoch) of the study's ended fold runs (pruning's
         references); ``finished``: it trained to its end rather than being stopped."""
@@ -256,6 +276,9 @@ class SchedulerStore:
 
     async def completed_fold_values(self, trial_id: int) -> dict[int, float]:
         return await self._db.read(lambda s: fold_repo.completed_fold_values(s, trial_id))
+
+    async def completed_fold_metrics(self, trial_id: int) -> dict[int, dict[str, float]]:
+        return await self._db.read(lambda s: fold_repo.completed_fold_metrics(s, trial_id))
 
     async def start_fold_run(self, study_id: int, trial_id: int, fold: int) -> tuple[int, int]:
         """Create the next attempt of a fold; returns (fold run id, attempt)."""
@@ -342,8 +365,14 @@ def _without_fold(error: str) -> str:
     return re.sub(r"^fold \d+: ", "", error)
 
 
-def _observation(row: Any, extra: dict[str, Any] | None = None) -> Observation:
-    """A finished trial, the study's own or one a warm start copied, as the optimizer sees it."""
+def _observation(
+    row: Any, extra: dict[str, Any] | None = None, constraints: Sequence[Constraint] = ()
+) -> Observation:
+    """A finished trial, the study's own or one a warm start copied, as the optimizer sees it:
+    with several objectives, each one's value and standard error; with constraints, its gap
+    to each limit."""
+    several = getattr(row, "objective_values", None)
+    held = getattr(row, "constraint_values", None)
     return Observation(
         params=row.params,
         value=row.value,
@@ -352,4 +381,9 @@ def _observation(row: Any, extra: dict[str, Any] | None = None) -> Observation:
         folds=row.value_folds,
         pruned=row.status is TrialStatus.PRUNED,
         extra=extra or {},
+        values=None if several is None else tuple(v[0] for v in several),
+        std_errors=None if several is None else tuple(v[1] for v in several),
+        constraint_gaps=()
+        if held is None
+        else tuple(c.gap(v) for c, v in zip(constraints, held, strict=True)),
     )

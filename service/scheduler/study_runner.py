@@ -157,7 +157,7 @@ class StudyRunner:
         trials = verdicts.trials
         if len(trials) >= spec.parallel.trial_groups:
             return 0
-        history, total = await self.store.history(self.study_id)
+        history, total = await self.store.history(self.study_id, spec.constraints)
         wanted = min(spec.parallel.trial_groups - len(trials), spec.budget.trials - total)
         if wanted <= 0:
             return 0

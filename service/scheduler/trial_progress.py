@@ -24,6 +24,9 @@ class TrialProgress:
     handle: TrialHandle
     values: dict[int, float] = field(default_factory=dict)
     running: dict[int, FoldTask] = field(default_factory=dict)
+    metrics: dict[int, dict[str, float]] = field(default_factory=dict)
+    """The scored metrics of each finished fold, when the study has several objectives or
+    constraints."""
 
     def waiting_folds(self, folds: int) -> list[int]:
         """Folds neither finished nor running, in order."""

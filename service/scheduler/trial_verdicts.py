@@ -2,8 +2,10 @@
 
 A study's trials in flight are here, by id. When a fold ends, ``take`` writes how it ended and
 then what that means for its trial: completed once every fold finished, pruned when the racing
-rule finds it clearly worse than the incumbent on the same folds (or the pruning rule stopped
-a fold), failed when a fold failed. A trial decided ends its folds still running; a fold that
+rule finds it clearly worse than the incumbent on the same folds (for a study scored on
+several metrics: clearly dominated by a member of the front, or clearly infeasible; see
+:mod:`service.scheduler.dominance_racing`), or the pruning rule stopped a fold; failed when a
+fold failed. A trial decided ends its folds still running; a fold that
 ends after its trial was decided is stored ``cancelled``, whatever its timing. This is the one
 writer of fold ends and trial verdicts, one after the other, so a verdict always sees every
 fold end before it.
@@ -13,9 +15,11 @@ from __future__ import annotations
 
 import logging
 import statistics
+from collections.abc import Sequence
 from typing import Any
 
 from foldwise.schemas import FoldStatus, TrialStatus
+from foldwise.service.scheduler.dominance_racing import FrontMember, dominance_verdict
 from foldwise.service.scheduler.fold_task import FoldOutcome
 from foldwise.service.scheduler.pruning import FoldCurves
 from foldwise.service.scheduler.racing import Incumbent, race_verdict
@@ -49,9 +53,15 @@ class TrialVerdicts:
         """Trials in flight (not yet ended), by id."""
         self.incumbent: Incumbent | None = None
         """The best completed trial's fold values, which racing compares with."""
+        self.front: list[FrontMember] = []
+        """A study scored on several metrics: its Pareto front, which racing compares with."""
 
     async def read_incumbent(self) -> None:
-        if self.spec.racing.rule != "off":
+        if self.spec.racing.rule == "off":
+            return
+        if self.spec.scored_metrics:
+            self.front = await self.store.front(self.study_id)
+        else:
             self.incumbent = await self.store.incumbent(self.study_id)
 
     def add(self, handle: TrialHandle) -> None:
@@ -62,6 +72,8 @@ class TrialVerdicts:
         """Take up a trial a previous run of the study left unfinished, judged again on the
         folds it finished."""
         trial = TrialProgress(handle, await self.store.completed_fold_values(handle.id))
+        if self.spec.scored_metrics:
+            trial.metrics = await self.store.completed_fold_metrics(handle.id)
         self.trials[handle.id] = trial
         await self.judge(trial)
 
@@ -79,6 +91,7 @@ class TrialVerdicts:
                 outcome.run_id,
                 status,
                 value=None if status is FoldStatus.CANCELLED else outcome.value,
+                metric_values=None if status is FoldStatus.CANCELLED else outcome.metrics,
                 error=reason,
                 traceback=outcome.traceback,
                 train_seconds=outcome.train_seconds,
@@ -90,6 +103,8 @@ class TrialVerdicts:
             return
         if status is FoldStatus.COMPLETED and outcome.value is not None:
             trial.values[outcome.fold] = outcome.value
+            if outcome.metrics is not None:
+                trial.metrics[outcome.fold] = outcome.metrics
             await self.judge(trial)
         elif status is FoldStatus.PRUNED and outcome.value is not None:
             await self._prune(trial, outcome.reason or "pruned", stopped_at=outcome.value)
@@ -116,27 +131,31 @@ class TrialVerdicts:
                 value=mean,
                 std_error=std_error,
                 value_folds=len(trial.values),
+                **scored_fields(spec, trial.metrics),
             )
             if spec.racing.rule != "off":
                 await self._new_incumbent()
             return
-        reason = race_verdict(
-            spec.racing,
-            trial.values,
-            self.incumbent,
-            folds=folds,
-            maximize=spec.objective.maximize,
-        )
+        if spec.scored_metrics:
+            reason = dominance_verdict(spec, trial.metrics, self.front)
+        else:
+            reason = race_verdict(
+                spec.racing,
+                trial.values,
+                self.incumbent,
+                folds=folds,
+                maximize=spec.objective.maximize,
+            )
         if reason is not None:
             await self._prune(trial, reason)
 
     async def _new_incumbent(self) -> None:
-        """Read the incumbent again after a trial completed; trials in flight that are now
-        clearly worse than a new incumbent are pruned at once."""
-        incumbent = await self.store.incumbent(self.study_id)
-        if incumbent == self.incumbent:
+        """Read the incumbent (or the front) again after a trial completed; trials in flight
+        that are now clearly worse than a new incumbent (or dominated) are pruned at once."""
+        before = (self.incumbent, self.front)
+        await self.read_incumbent()
+        if (self.incumbent, self.front) == before:
             return
-        self.incumbent = incumbent
         for trial in list(self.trials.values()):
             await self.judge(trial)
 
@@ -151,6 +170,8 @@ class TrialVerdicts:
         spread = None
         if self.incumbent is not None and len(self.incumbent.values) >= 2:
             spread = statistics.stdev(self.incumbent.values.values())
+        elif self.spec.scored_metrics:  # no incumbent: the front's spread on the objective
+            spread = _front_spread(self.front, self.spec.objective.metric)
         await self.end_trial(
             trial,
             TrialStatus.PRUNED,
@@ -158,6 +179,7 @@ class TrialVerdicts:
             std_error=partial_std_error(values, spread),
             value_folds=len(values),
             pruned_reason=reason,
+            **scored_fields(self.spec, trial.metrics, self.front),
         )
 
     async def end_trial(self, trial: TrialProgress, status: TrialStatus, **fields: Any) -> None:
@@ -170,3 +192,38 @@ class TrialVerdicts:
         why = fields.get("pruned_reason") or fields.get("error") or f"the trial {status}"
         for fold_task in trial.running.values():
             fold_task.stop(f"trial {trial.handle.number} ended first ({status}): {why}")
+
+
+def scored_fields(
+    spec: StudySpec, metrics: dict[int, dict[str, float]], front: Sequence[FrontMember] = ()
+) -> dict[str, Any]:
+    """A trial's values beyond its value, from its folds' scored metrics: each objective's
+    [mean, standard error] (several objectives), each constraint's fold mean and whether all
+    hold (constraints). Empty for a study scored on one metric alone. A trial pruned after one
+    fold takes the front's fold standard deviation of a metric as its standard error (as a
+    pruned trial of one objective takes the incumbent's)."""
+    if not spec.scored_metrics or not metrics:
+        return {}
+    folds = [metrics[k] for k in sorted(metrics)]
+    fields: dict[str, Any] = {}
+    if spec.objectives:
+        fields["objective_values"] = [
+            [statistics.fmean(values), partial_std_error(values, _front_spread(front, o.metric))]
+            for o in spec.objectives
+            for values in [[fold[o.metric] for fold in folds]]
+        ]
+    if spec.constraints:
+        means = [statistics.fmean(fold[c.metric] for fold in folds) for c in spec.constraints]
+        fields["constraint_values"] = means
+        fields["feasible"] = all(c.holds(m) for c, m in zip(spec.constraints, means, strict=True))
+    return fields
+
+
+def _front_spread(front: Sequence[FrontMember], metric: str) -> float | None:
+    """The largest fold standard deviation of ``metric`` among the front's members."""
+    spreads = [
+        statistics.stdev(fold[metric] for fold in member.metrics.values())
+        for member in front
+        if len(member.metrics) >= 2
+    ]
+    return max(spreads, default=None)

@@ -187,3 +187,19 @@ def test_next_steps_are_runnable_lines_with_their_purpose_as_a_comment():
 def test_geometry_text_counts_nouns():
     doc = {**EXAMPLE_SPEC, "parallel": {"trial_groups": 2, "folds": 3, "workers_per_fold": 1}}
     assert render.geometry_text(StudySpec.model_validate(doc)) == "2 trials × 3 folds × 1 worker"
+
+
+def test_status_names_every_objective_and_constraint_and_points_at_the_front(make_study):
+    data = make_study()
+    data["spec"] = {
+        **data["spec"],
+        "objectives": [
+            {"metric": "val_loss", "direction": "minimize"},
+            {"metric": "n_params", "direction": "minimize"},
+        ],
+        "constraints": [{"metric": "n_params", "op": "<=", "value": 250000}],
+        "racing": {"rule": "off"},
+    }
+    text = text_of(render.study_details(Study.model_validate(data)))
+    assert "val_loss (minimize), n_params (minimize); n_params <= 250000" in text
+    assert "its Pareto front: foldwise best 7" in text

@@ -80,12 +80,14 @@ def run_study(
     finish: int = 1,
     seed: int = 0,
     on_step: Callable[[list[Observation], list[dict[str, Any]]], None] | None = None,
+    tell: Callable[[dict[str, Any], Any], Observation] = observe,
 ) -> list[Observation]:
     """Simulate the service: keep ``parallel`` trials in flight; finish ``finish`` of them
     (picked at random, so they arrive out of order) between two calls to ``suggest``.
 
     Before each ``suggest``, ``on_step(completed, pending)`` sees the picture the optimizer
-    was just given. Returns the completed observations in arrival order.
+    was just given; ``tell(config, objective(config))`` makes a finished trial's observation.
+    Returns the completed observations in arrival order.
     """
     rng = np.random.default_rng(seed)
     completed: list[Observation] = []
@@ -101,5 +103,5 @@ def run_study(
             asked += want
         for _ in range(min(finish, len(pending), budget - len(completed))):
             done = pending.pop(int(rng.integers(len(pending))))
-            completed.append(observe(done, objective(done)))
+            completed.append(tell(done, objective(done)))
     return completed

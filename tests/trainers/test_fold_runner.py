@@ -18,7 +18,7 @@ from foldwise.trainers.report import EpochReport
 from foldwise.trainers.task import TaskNotFound
 from tests.trainers.fold_jobs import TIMING, epochs_of, make_job, run_local, stable
 
-EXPECTED = {"train_loss", "val_loss", "val_accuracy", "lr"} | TIMING
+EXPECTED = {"train_loss", "val_loss", "val_accuracy", "lr", "n_params"} | TIMING
 
 
 def _job(**overrides) -> FoldJob:
@@ -69,6 +69,7 @@ def test_single_rank_fold_learns() -> None:
     assert epochs[-1].metrics["val_accuracy"] > 0.6
     assert epochs[-1].metrics["val_loss"] < epochs[0].metrics["val_loss"]
     assert all(e.metrics["lr"] == pytest.approx(0.02) for e in epochs)  # one rank: not scaled
+    assert all(e.metrics["n_params"] == 12 * 16 + 3 for e in epochs)  # tiny: 8 -> 16 -> 3
     assert not any(e.restored or e.stopped for e in epochs)
     assert not dist.is_initialized()
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from foldwise.trainers.objective import EarlyStopping, fold_value
+from foldwise.trainers.objective import EarlyStopping, fold_metric_values, fold_value
 
 EPOCHS = [
     {"epoch": 1.0, "val_loss": 0.9, "val_accuracy": 0.5},
@@ -46,3 +46,29 @@ def test_early_stopping_waits_for_patience() -> None:
 def test_early_stopping_without_patience_never_stops() -> None:
     stopper = EarlyStopping(direction="maximize", patience=None)
     assert not any(stopper.should_stop(v) for v in [0.5, 0.4, 0.3, 0.2])
+
+
+SCORED_EPOCHS = [
+    {"val_loss": 1.0, "n_params": 100.0},
+    {"val_loss": 0.5, "val_accuracy": 0.7},
+    {"val_loss": 0.8, "val_accuracy": 0.9},
+]
+
+
+def test_every_scored_metric_is_read_at_the_epoch_the_objective_picks() -> None:
+    names = ["val_loss", "val_accuracy", "n_params"]
+    best = fold_metric_values(SCORED_EPOCHS, names, "val_loss", "minimize")
+    assert best == {"val_loss": 0.5, "val_accuracy": 0.7, "n_params": 100.0}  # count: epoch 1
+    last = fold_metric_values(SCORED_EPOCHS, names, "val_loss", "minimize", use="last")
+    assert last == {"val_loss": 0.8, "val_accuracy": 0.9, "n_params": 100.0}
+    # a metric first reported after the picked epoch is read where it first was
+    early = fold_metric_values(SCORED_EPOCHS[:2], ["val_accuracy"], "val_loss", "maximize")
+    assert early == {"val_accuracy": 0.7}
+
+
+def test_a_scored_metric_never_reported_or_not_finite_is_an_error() -> None:
+    with pytest.raises(ValueError, match="metric 'latency_ms' was never reported"):
+        fold_metric_values(SCORED_EPOCHS, ["latency_ms"], "val_loss", "minimize")
+    broken = [*SCORED_EPOCHS[:1], {"val_loss": 0.5, "val_accuracy": float("nan")}]
+    with pytest.raises(ValueError, match="metric 'val_accuracy' was nan at epoch 2"):
+        fold_metric_values(broken, ["val_accuracy"], "val_loss", "minimize")

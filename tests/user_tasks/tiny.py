@@ -8,7 +8,9 @@ makes rank 1 sleep for an hour at the start of epoch 2 (its peers then wait in a
 "env" makes build_model raise, naming the FOLDWISE_* variables the worker can see; "flat"
 trains a model that always predicts the uniform distribution (its loss stays at log 3: a
 clearly worse trial on every fold, for racing and pruning tests); "flat_nan" is flat in its
-first epoch and diverges (NaN) from its second on.
+first epoch and diverges (NaN) from its second on. `epoch_seconds` (default 0) is how long each
+training epoch waits at its start: an epoch of this task otherwise takes milliseconds, shorter
+than a stop takes to reach a rank.
 Usable as "tests.user_tasks.tiny" or "tests.user_tasks.tiny:task".
 """
 
@@ -45,13 +47,14 @@ def build_model(params: dict[str, Any]) -> nn.Module:
     if mode == "env":
         seen = sorted(name for name in os.environ if name.startswith("FOLDWISE_"))
         raise ValueError(f"worker environment holds: {seen}")
-    return _TinyNet(mode, int(params.get("width", 16)))
+    return _TinyNet(mode, int(params.get("width", 16)), float(params.get("epoch_seconds", 0)))
 
 
 class _TinyNet(nn.Module):
-    def __init__(self, mode: str, width: int) -> None:
+    def __init__(self, mode: str, width: int, epoch_seconds: float) -> None:
         super().__init__()
         self.mode = mode
+        self.epoch_seconds = epoch_seconds
         self.net = nn.Sequential(nn.Linear(8, width), nn.ReLU(), nn.Linear(width, 3))
         # A buffer, so a checkpoint carries it: the epochs this model has started training.
         self.register_buffer("epochs_started", torch.zeros((), dtype=torch.long))
@@ -61,6 +64,7 @@ class _TinyNet(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.training and self._evaluated:  # first training step after a validation pass
             self.epochs_started += 1
+            time.sleep(self.epoch_seconds)
         self._evaluated = not self.training
         epoch = int(self.epochs_started)
         if self._first_epoch is None:

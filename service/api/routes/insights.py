@@ -12,12 +12,21 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 from sqlalchemy.orm import Session
 
-from foldwise.schemas import BestSteps, Curves, History, PrunedHistory, TopFolds
+from foldwise.schemas import (
+    BestSteps,
+    Curves,
+    History,
+    ObjectiveName,
+    ObjectivePoints,
+    PrunedHistory,
+    TopFolds,
+)
 from foldwise.service.api import plot_sampling
 from foldwise.service.api.deps import study_or_404
 from foldwise.service.api.read_cache import ReadsDep, conditional
 from foldwise.service.db import insights
 from foldwise.service.db.models import StudyRow
+from foldwise.service.db.pareto import objective_points
 from foldwise.service.hardening.errors import documented
 from foldwise.service.hardening.input_rules import MAX_ID, StudyId, UtcDatetime, decimal_int
 
@@ -115,6 +124,42 @@ async def curves(
         )
 
     return await reads.study(study_id, work, folds=True)
+
+
+@router.get("/objectives", **conditional(ObjectivePoints))
+async def objectives(
+    study_id: StudyId,
+    reads: ReadsDep,
+    max_points: Annotated[decimal_int(10, 20000), Query()] = 2000,
+) -> Response:
+    """Completed trials in objective space, the Pareto front marked, for the Pareto plot: the
+    front, then an even spread of the other trials up to ``max_points``."""
+
+    def work(session: Session) -> ObjectivePoints:
+        study = study_or_404(session, study_id)
+        points = objective_points(session, study)
+        front = [p for p in points if p.front]
+        rest = [p for p in points if not p.front]
+        room = max(0, max_points - len(front))
+        if len(rest) > room:
+            step = len(rest) / room if room else 0
+            rest = [rest[int(i * step)] for i in range(room)]
+        shown = sorted([*front, *rest], key=lambda p: p.number)
+        width = len(study.spec.all_objectives)
+        return ObjectivePoints(
+            objectives=[
+                ObjectiveName(metric=o.metric, direction=o.direction)
+                for o in study.spec.all_objectives
+            ],
+            number=[p.number for p in shown],
+            values=[[p.values[j] for p in shown] for j in range(width)],
+            feasible=[p.feasible for p in shown],
+            front=[p.front for p in shown],
+            count=len(points),
+            sampled=len(shown) < len(points),
+        )
+
+    return await reads.study(study_id, work)
 
 
 def _pruned_history(

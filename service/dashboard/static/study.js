@@ -3,7 +3,7 @@
 "use strict";
 import { api, badge, card, el, fmtDuration, fmtTime, fmtValueSe, secondsBetween, setLive, studyState } from "./common.js";
 import { drawParcoords } from "./parcoords.js";
-import { drawCurves, drawFolds, drawHistory, drawSlices } from "./study_plots.js";
+import { drawCurves, drawFolds, drawHistory, drawPareto, drawSlices } from "./study_plots.js";
 import { TrialTable } from "./trial_table.js";
 import { ValueAxis } from "./value_axis.js";
 
@@ -207,7 +207,7 @@ function makeAxes() {
 
 /** Clicking a trial's point (history) or line (parallel coordinates) opens the trial page. */
 function linkClicks() {
-  for (const id of ["plot-history", "plot-parcoords"]) {
+  for (const id of ["plot-history", "plot-parcoords", "plot-pareto"]) {
     document.getElementById(id).on?.("plotly_click", (event) => {
       const number = event.points?.[0]?.customdata;
       if (typeof number === "number") window.location.href = `/dashboard/studies/${STUDY_ID}/trials/${number}`;
@@ -215,14 +215,28 @@ function linkClicks() {
   }
 }
 
+/** A study of several objectives: the Pareto plot, redrawn whole (the front moves as trials end). */
+const severalObjectives = () => (state.study.spec.objectives ?? []).length > 1;
+
+async function loadPareto() {
+  if (!severalObjectives()) return;
+  const body = await api(`${BASE}/insights/objectives`);
+  const front = body.front.filter(Boolean).length;
+  const infeasible = body.feasible.filter((f) => f === false).length;
+  const shown = body.sampled ? `${body.number.length.toLocaleString("en")} of ` : "";
+  document.getElementById("pareto-note").textContent = `${shown}${body.count.toLocaleString("en")} completed trials; ${front} on the front (red: no other feasible trial is better on every objective)${infeasible ? `, ${infeasible} infeasible (grey crosses)` : ""}. Click a point to open its trial.`;
+  await drawPareto(body);
+}
+
 async function loadAll() {
+  document.getElementById("pareto-panel").hidden = !severalObjectives();
   const [history, folds, curves] = await Promise.all([
     api(`${BASE}/insights/history`), api(`${BASE}/insights/folds`), api(`${BASE}/insights/curves`),
   ]);
   const table = state.table.load();  // its request runs while the plots draw
   mergeHistory(history, true);
   mergeCurves(curves);
-  await Promise.all([drawAll(), drawFolds(state.study, folds), drawRunning(), table]);
+  await Promise.all([drawAll(), drawFolds(state.study, folds), drawRunning(), table, loadPareto()]);
 }
 
 /** One live step: only the deltas since the cursors, and the table page when counts move. */
@@ -242,7 +256,7 @@ async function poll() {
   const p = state.study.progress;
   const changed = JSON.stringify(p) !== JSON.stringify(before.progress) || state.study.status !== before.status;
   if (fresh.length || changed) {
-    await Promise.all([api(`${BASE}/insights/folds`).then((f) => drawFolds(state.study, f)), state.table.load()]);
+    await Promise.all([api(`${BASE}/insights/folds`).then((f) => drawFolds(state.study, f)), state.table.load(), loadPareto()]);
   }
 }
 

@@ -168,3 +168,52 @@ export function drawCurves(metric, series, running, axis) {
     legend: { orientation: "h", y: -0.3 } });
   return draw("plot-curves", traces, layout);
 }
+
+const RED = "#cf222e";
+
+/** The Pareto plot of a study with several objectives: for two, one scatter of every completed
+ * trial with the front joined as a staircase; for three or four, a scatter per pair of
+ * objectives. Front trials are red, other feasible ones blue, infeasible ones grey crosses. */
+export function drawPareto(body) {
+  const n = body.number.length;
+  if (!n) return showEmpty("plot-pareto", "No completed trials yet.");
+  const objectives = body.objectives;
+  const pairs = [];
+  for (let a = 0; a < objectives.length; a += 1) for (let b = a + 1; b < objectives.length; b += 1) pairs.push([a, b]);
+  const columns = Math.min(3, pairs.length);
+  const rows = Math.ceil(pairs.length / columns);
+  const layout = baseLayout({ legend: { orientation: "h", y: -0.15 }, height: pairs.length > 1 ? 300 * rows : 420 });
+  if (pairs.length > 1) layout.grid = { rows, columns, pattern: "independent", ygap: 0.3, xgap: 0.1 };
+  const label = (j) => `${objectives[j].metric} (${objectives[j].direction === "maximize" ? "higher" : "lower"} is better)`;
+  const groups = [
+    ["Pareto front", (i) => body.front[i], { color: RED, size: 8, symbol: "circle" }],
+    ["feasible", (i) => !body.front[i] && body.feasible[i] !== false, { color: BLUE, size: 6, symbol: "circle", opacity: 0.6 }],
+    ["infeasible (breaks a constraint)", (i) => body.feasible[i] === false, { color: GREY, size: 7, symbol: "x-thin-open", line: { width: 1.5 } }],
+  ];
+  const traces = [];
+  pairs.forEach(([a, b], k) => {
+    const id = k === 0 ? "" : String(k + 1);
+    layout[`xaxis${id}`] = { title: { text: label(a), standoff: 4 }, zeroline: false };
+    layout[`yaxis${id}`] = { title: { text: label(b), standoff: 4 }, zeroline: false };
+    for (const [name, member, marker] of groups) {
+      const index = [...Array(n).keys()].filter(member);
+      if (!index.length) continue;
+      traces.push({ type: "scatter", mode: "markers", name, legendgroup: name, showlegend: k === 0, xaxis: `x${id}`, yaxis: `y${id}`,
+        x: index.map((i) => body.values[a][i]), y: index.map((i) => body.values[b][i]), marker,
+        customdata: index.map((i) => body.number[i]),
+        hovertemplate: `trial %{customdata}<br>${objectives[a].metric} %{x:.4g}<br>${objectives[b].metric} %{y:.4g}<extra>${name}</extra>` });
+    }
+    if (objectives.length === 2) traces.push(staircase(body, a, b, objectives));
+  });
+  document.getElementById("plot-pareto").style.height = `${layout.height}px`;
+  return draw("plot-pareto", traces, layout);
+}
+
+/** The two-objective front joined in the order of the first objective, as a staircase: the
+ * region it bounds is what the front dominates. */
+function staircase(body, a, b, objectives) {
+  const front = body.number.map((_, i) => i).filter((i) => body.front[i]).sort((i, j) => body.values[a][i] - body.values[a][j]);
+  const shape = (objectives[a].direction === "maximize") === (objectives[b].direction === "maximize") ? "vh" : "hv";
+  return { type: "scatter", mode: "lines", name: "front", showlegend: false, hoverinfo: "skip",
+    x: front.map((i) => body.values[a][i]), y: front.map((i) => body.values[b][i]), line: { color: RED, width: 1.5, shape } };
+}

@@ -24,6 +24,26 @@ function linksOf(item, extra = {}) {
   return Object.entries(links).filter(([, href]) => typeof href === "string" && href);
 }
 
+/** With several objectives, a card for each after the first; with constraints, one for each
+ * (its fold mean against its limit) and whether the trial is feasible. */
+function scoredCards() {
+  const objectives = study.spec.objectives ?? [];
+  const constraints = study.spec.constraints ?? [];
+  const cards = objectives.slice(1).map((o, i) => {
+    const [mean, se] = trial.objective_values?.[i + 1] ?? [null, null];
+    return card(`${o.metric} ± s.e. (${o.direction})`, fmtValueSe(mean, se), { id: `card-objective-${i + 1}` });
+  });
+  constraints.forEach((c, i) => {
+    const mean = trial.constraint_values?.[i];
+    cards.push(card(`${c.metric} ${c.op} ${fmt(c.value, 6)}`, mean === null || mean === undefined ? "—" : fmt(mean, 6), { id: `card-constraint-${i}` }));
+  });
+  if (constraints.length) {
+    const feasible = trial.feasible === null || trial.feasible === undefined ? "—" : trial.feasible ? "yes" : "no: breaks a constraint";
+    cards.push(card("Feasible", feasible, { id: "card-feasible" }));
+  }
+  return cards;
+}
+
 function renderHeader() {
   document.title = `Trial ${number} · ${study.name} · foldwise`;
   document.getElementById("study-link").textContent = study.name;
@@ -37,6 +57,7 @@ function renderHeader() {
     card(`${study.spec.objective.metric} ± s.e.`, partial
       ? el("span", {}, value, el("div", { class: "sub", text: `value over ${trial.value_folds} of ${k} folds` }))
       : value, { id: "card-value" }),
+    ...scoredCards(),
     card("Folds completed", `${done} / ${k}`),
     card("Fold attempts", String(trial.folds.length)),
     card("Wall time", trial.started_at ? fmtDuration(secondsBetween(trial.started_at, trial.finished_at)) : "—"));

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -16,11 +15,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
-    tmp = tmp_path_factory.mktemp("dashboard-live")
-    live = LiveService(f"sqlite:///{tmp / 'live.db'}", tmp / "service.log").start()
-    yield live
-    live.stop()
+def service(shared_service: LiveService) -> LiveService:
+    return shared_service
 
 
 def _spec() -> dict:

@@ -1,0 +1,132 @@
+"""Racing by dominance: a study scored on several metrics prunes a trial that is clearly
+dominated, on the same folds, by a member of its Pareto front, or clearly infeasible.
+
+The single-objective rules (:mod:`service.scheduler.racing`) apply to each objective:
+
+- *clearly dominated*: some member of the front (a completed, feasible, non-dominated trial)
+  beats the trial on every objective, each by its rule on the folds both ran: ``forgiving``,
+  by more than the member's worst fold lies from its mean on that metric; ``ttest``, by a
+  one-sided paired t-test at level ``alpha``. A trial only worse on some objectives may still
+  join the front, so it goes on.
+- *clearly infeasible*: every fold it finished breaks a constraint's limit, and their mean by
+  more than the front's largest fold spread on that metric (``forgiving``; with no front yet,
+  by any amount) or by a one-sided t-test at level ``alpha`` (``ttest``). A parameter count
+  reported with the first fold is then decided at once.
+
+The verdict depends only on stored fold metrics, so a restarted scheduler reaches the same one.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from scipy import stats
+
+from foldwise.racing import Racing
+from foldwise.service.scheduler.racing import paired_p_value
+from foldwise.spec import Constraint, StudySpec
+
+FoldMetrics = Mapping[int, Mapping[str, float]]
+"""Fold index → the scored metrics of that fold."""
+
+
+@dataclass(frozen=True)
+class FrontMember:
+    """A trial of the study's Pareto front and the scored metrics of each of its folds."""
+
+    number: int
+    metrics: FoldMetrics
+
+
+def dominance_verdict(
+    spec: StudySpec, metrics: FoldMetrics, front: Sequence[FrontMember]
+) -> str | None:
+    """Why the trial whose finished folds scored ``metrics`` should be pruned, or None to go
+    on. No verdict before ``racing.min_folds`` folds or once every fold has run."""
+    racing, folds = spec.racing, spec.fold_count
+    if racing.rule == "off" or not (racing.min_folds or 1) <= len(metrics) < folds:
+        return None
+    whole = [m for m in front if len(m.metrics) >= folds]
+    for constraint in spec.constraints:
+        reason = _infeasible(racing, constraint, metrics, whole)
+        if reason:
+            return f"after {len(metrics)} of {folds} folds: {reason}"
+    for member in whole:
+        reason = _dominated(spec, metrics, member)
+        if reason:
+            return f"after {len(metrics)} of {folds} folds: {reason}"
+    return None
+
+
+def _dominated(spec: StudySpec, metrics: FoldMetrics, member: FrontMember) -> str | None:
+    racing = spec.racing
+    shared = sorted(k for k in metrics if k in member.metrics)
+    if len(shared) < (racing.min_folds or 1):
+        return None
+    parts = []
+    for objective in spec.all_objectives:
+        sign = -1.0 if objective.maximize else 1.0  # losses: lower is better
+        name = objective.metric
+        mine = [sign * metrics[k][name] for k in shared]
+        theirs = [sign * member.metrics[k][name] for k in shared]
+        if racing.rule == "forgiving":
+            everywhere = [sign * fold[name] for fold in member.metrics.values()]
+            slack = max(everywhere) - statistics.fmean(everywhere)
+            gap = statistics.fmean(mine) - statistics.fmean(theirs)
+            if not gap > slack:
+                return None
+            test = f"by {gap:.2g} > {slack:.2g}"
+        else:
+            p_value = paired_p_value(mine, theirs)
+            if not p_value < racing.alpha:
+                return None
+            test = f"p = {p_value:.2g}"
+        mean_mine = statistics.fmean(sign * v for v in mine)
+        mean_theirs = statistics.fmean(sign * v for v in theirs)
+        parts.append(f"{name} {mean_mine:.4g} vs {mean_theirs:.4g} ({test})")
+    rule = "forgiving rule" if racing.rule == "forgiving" else f"paired t-tests < {racing.alpha:g}"
+    return (
+        f"dominated by trial {member.number} of the front on the same folds: "
+        f"{'; '.join(parts)} ({rule})"
+    )
+
+
+def _infeasible(
+    racing: Racing, constraint: Constraint, metrics: FoldMetrics, front: Sequence[FrontMember]
+) -> str | None:
+    values = [fold[constraint.metric] for fold in metrics.values()]
+    if not all(constraint.gap(v) > 0 for v in values):
+        return None
+    mean = statistics.fmean(values)
+    excess = abs(mean - constraint.value)
+    if racing.rule == "forgiving":
+        tolerance = max((_spread(m, constraint.metric) for m in front), default=0.0)
+        if not excess > tolerance:
+            return None
+        test = f"by {excess:.4g}, more than the front's fold spread {tolerance:.2g}"
+    else:
+        p_value = _limit_p_value(values, constraint)
+        if not p_value < racing.alpha:
+            return None
+        test = f"t-test p = {p_value:.2g} < {racing.alpha:g}"
+    where = f"{constraint.metric} {mean:.4g} breaks {constraint.op} {constraint.value:g}"
+    return f"infeasible: {where} on every finished fold, {test}"
+
+
+def _spread(member: FrontMember, metric: str) -> float:
+    """How far the member's fold values of ``metric`` lie from their mean, at most."""
+    values = [fold[metric] for fold in member.metrics.values()]
+    mean = statistics.fmean(values)
+    return max(abs(v - mean) for v in values)
+
+
+def _limit_p_value(values: list[float], constraint: Constraint) -> float:
+    """One-sided p-value that the fold mean does not break the limit."""
+    if len(values) < 2:
+        return 1.0
+    gaps = [constraint.gap(v) for v in values]
+    if statistics.stdev(gaps) == 0.0:
+        return 0.0
+    return float(stats.ttest_1samp(gaps, 0.0, alternative="greater").pvalue)
