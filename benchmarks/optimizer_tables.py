@@ -44,6 +44,15 @@ def mean_se(values: Any) -> str:
     return f"{values.mean():.4g} ± {values.std(ddof=1) / math.sqrt(len(values)):.2g}"
 
 
+def mean_se_median(values: Any) -> str:
+    """``mean ± s.e. (median)``: final regrets are heavy-tailed (a seed either finds the best
+    basin or stays in a poor one), so the mean alone hides how most runs ended."""
+    values = np.asarray(values, dtype=float)
+    if len(values) < 2:
+        return mean_se(values)
+    return f"{mean_se(values)} ({np.median(values):.2g})"
+
+
 def row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
@@ -54,9 +63,9 @@ def print_quality(runs: Runs, chosen: list[Problem], methods: list[str], peers: 
     regrets = {p.name: final_regrets(runs, p, methods) for p in chosen}
     head = row(["method", *names]) + "\n" + "|---" * (len(names) + 1) + "|"
     seeds = sorted({len(by_seed) for r in regrets.values() for by_seed in r.values()})
-    print(f"\n### Mean final regret ± s.e. (seeds per cell: {seeds})\n\n{head}")
+    print(f"\n### Mean final regret ± s.e. (median) (seeds per cell: {seeds})\n\n{head}")
     for m in methods:
-        print(row([m, *(mean_se(list(regrets[n][m].values())) for n in names)]))
+        print(row([m, *(mean_se_median(list(regrets[n][m].values())) for n in names)]))
     print_ranks(regrets, names, [m for m in methods if "@" not in m])
     ours = [m for m in methods if m not in peers and "@" not in m]
     shown_peers = [m for m in methods if m in peers]

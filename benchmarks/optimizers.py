@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.optimizer_peers import PEERS, peer_version, run_peer, skopt_dimensions  # noqa: E402
 from benchmarks.optimizer_results import ResultStore, Run, code_version  # noqa: E402
 from benchmarks.optimizer_tables import print_quality  # noqa: E402
+from benchmarks import tabular_nas  # noqa: E402
 from benchmarks.problems import Problem, box, branin, hartmann6, synthetic_problems  # noqa: E402
 from foldwise.optimizers import Observation, create_optimizer  # noqa: E402
 from foldwise.space import Param  # noqa: E402
@@ -58,6 +59,22 @@ def problems(epochs: int) -> dict[str, Problem]:
     return {
         **synthetic_problems(),
         "digits_mlp": Problem("digits_mlp", digits, DigitsCV(epochs), 20, None),
+        **nas_problems(),
+    }
+
+
+def nas_problems() -> dict[str, Problem]:
+    """Tabular NAS-Bench-201 on its three data sets, 100 evaluations (benchmarks/tabular_nas.py)."""
+    return {
+        f"nb201_{name}": Problem(
+            f"nb201_{name}",
+            tabular_nas.space(),
+            tabular_nas.NASBench201(name),
+            100,
+            optimum,
+            tabular_nas.argmin(name),
+        )
+        for name, optimum in tabular_nas.OPTIMA.items()
     }
 
 
@@ -121,7 +138,8 @@ def run_ours(method: str, problem: Problem, seed: int) -> tuple[list[float], flo
             spent += time.perf_counter() - start
             suggestions += 1
         config = pending.pop(int(finish_order.integers(len(pending))))
-        history.append(Observation(config, problem.objective(config), std_error=0.0))
+        # told no standard error, as no peer is told whether the problem is noisy
+        history.append(Observation(config, problem.objective(config)))
     return [o.value for o in history], spent / suggestions
 
 
@@ -167,7 +185,8 @@ def version_of(method: str, problem: Problem) -> str:
     """What a stored run must match: the peer's library or foldwise's optimizer code, and the
     digits MLP's epochs."""
     peer, _ = split_flight(method)
-    version = peer_version(peer) if peer in PEERS else code_version()
+    # foldwise's runs since their observations carry no standard error ("se=none")
+    version = peer_version(peer) if peer in PEERS else f"{code_version()}|se=none"
     epochs = getattr(problem.objective, "epochs", None)
     return version if epochs is None else f"{version}|epochs={epochs}"
 
@@ -308,7 +327,7 @@ def log(message: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20, help="seeds 0 .. N-1")
-    suite = ",".join([*synthetic_problems(), "digits_mlp"])
+    suite = ",".join([*synthetic_problems(), "digits_mlp", *nas_problems()])
     parser.add_argument("--problems", default=suite, help=f"comma-separated, from {suite}")
     default_methods = ",".join(("gp", "gp@4", "evolution", "nas_evolution", "random", *PEERS))
     parser.add_argument(

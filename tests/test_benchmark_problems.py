@@ -1,4 +1,4 @@
-"""Every synthetic problem of the optimizer benchmark against its known optimum."""
+"""Every problem of the optimizer benchmark against its known optimum."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
+from benchmarks.optimizers import nas_problems
 from benchmarks.problems import MIXED_LEVELS, hartmann_mixed, synthetic_problems
 
-PROBLEMS = synthetic_problems()
+PROBLEMS = {**synthetic_problems(), **nas_problems()}
 
 
 def _random_configs(space: dict, count: int, rng: np.random.Generator) -> list[dict]:
@@ -70,6 +71,9 @@ def test_the_suite_spans_the_problems_the_comparison_needs() -> None:
         "ackley6",
         "levy6",
         "rosenbrock4",
+        "nb201_cifar10",
+        "nb201_cifar100",
+        "nb201_imagenet",
     }
     dims = {name: len(problem.space) for name, problem in PROBLEMS.items()}
     assert 5 <= dims["ackley6"] <= 10 and 5 <= dims["levy6"] <= 10
