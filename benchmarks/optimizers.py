@@ -34,10 +34,10 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import tabular_nas  # noqa: E402
 from benchmarks.optimizer_peers import PEERS, peer_version, run_peer, skopt_dimensions  # noqa: E402
 from benchmarks.optimizer_results import ResultStore, Run, code_version  # noqa: E402
 from benchmarks.optimizer_tables import print_quality  # noqa: E402
-from benchmarks import tabular_nas  # noqa: E402
 from benchmarks.problems import Problem, box, branin, hartmann6, synthetic_problems  # noqa: E402
 from foldwise.optimizers import Observation, create_optimizer  # noqa: E402
 from foldwise.space import Param  # noqa: E402
@@ -64,7 +64,7 @@ def problems(epochs: int) -> dict[str, Problem]:
 
 
 def nas_problems() -> dict[str, Problem]:
-    """Tabular NAS-Bench-201 on its three data sets, 100 evaluations (benchmarks/tabular_nas.py)."""
+    """Tabular NAS-Bench-201 on its three data sets, 100 evaluations (benchmarks/tabular_nas)."""
     return {
         f"nb201_{name}": Problem(
             f"nb201_{name}",

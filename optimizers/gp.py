@@ -41,6 +41,7 @@ are refitted at every suggestion by :func:`fit_model`, a few cheap L-BFGS runs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -75,6 +76,8 @@ SCORING_WORK = 250_000
 """Random candidates × observations per acquisition search, while above ``candidates``."""
 SCALARIZATION_SALT = 7
 """Seeds a suggestion's scalarisation weights apart from its other random draws."""
+GUIDE_SALT = 11
+"""Seeds the fit behind :meth:`GPOptimizer.score_candidates` apart from the caller's draws."""
 LIARS = ("believer", "min", "mean", "max")
 ACQUISITIONS = ("ei", "log-ei")
 CONSTRAINT_MODELS = ("probability", "penalty")
@@ -154,6 +157,47 @@ class GPOptimizer(BaseOptimizer):
     def _model_batch(
         self, count: int, rng: np.random.Generator, seen: set[tuple], chosen: list[dict]
     ) -> list[dict[str, Any]]:
+        fitted = self._fit(rng)
+        running, batch = [*self.pending, *chosen], []
+        for _ in range(count):
+            X_run = self.encoding.encode(running)
+            score, gradient = fitted.acquisition(X_run)
+            X = fitted.X
+            config = maximize_acquisition(
+                score,
+                self.encoding,
+                rng,
+                anchors=fitted.anchors,
+                seen=seen,
+                candidates=max(self.candidates, min(MAX_CANDIDATES, SCORING_WORK // len(X))),
+                avoid=X_run,
+                gradient=gradient,
+            )
+            if config is None:  # every candidate was seen: the space is (nearly) exhausted
+                config = sample_unique(self.encoding, 1, rng, seen)[0]
+            seen.add(config_key(config))
+            running.append(config)
+            batch.append(config)
+        return batch
+
+    def score_candidates(
+        self, candidates: list[dict[str, Any]], running: list[dict[str, Any]]
+    ) -> np.ndarray | None:
+        """The acquisition of each candidate configuration under the model of the history last
+        given to ``update``, with ``running`` (the pending trials and any already chosen) told
+        as lies; higher is better. None while the model has too little to learn from (fewer
+        than two completed trials). For searches that make their own candidates
+        (``nas_evolution`` scores its mutants with it)."""
+        if len(self.completed) < 2 or not candidates:
+            return None
+        with threadpool_limits(limits=1, user_api="blas"):
+            fitted = self._fit(self.rng(GUIDE_SALT))
+            score, _ = fitted.acquisition(self.encoding.encode(running))
+            return np.asarray(score(self.encoding.encode(candidates)), dtype=float)
+
+    def _fit(self, rng: np.random.Generator) -> _Fitted:
+        """The model of the completed trials: hyperparameters, the conditioned GP, the
+        constraints' model, EI's incumbent and the anchors of the acquisition search."""
         y, noise = self._targets()
         rows = keep_rows(y, self.max_points)
         X = self.encoding.encode([self.completed[i].params for i in rows])
@@ -167,32 +211,9 @@ class GPOptimizer(BaseOptimizer):
         best = float(fitted[feasible].min()) if feasible.any() else None
         ranked = np.where(feasible, fitted, np.inf)
         anchors = X[np.lexsort((fitted, ranked))[:ANCHORS]]
-        running, batch = [*self.pending, *chosen], []
-        for _ in range(count):
-            X_run = self.encoding.encode(running)
-            model = condition(
-                hyper,
-                np.vstack([X, X_run]),
-                np.concatenate([y, self._lies(believed, X_run, y, fitted.min())]),
-                np.concatenate([noise, np.zeros(len(X_run))]),
-            )
-            score, gradient = self._acquisition(model, best, feasibility)
-            config = maximize_acquisition(
-                score,
-                self.encoding,
-                rng,
-                anchors=anchors,
-                seen=seen,
-                candidates=max(self.candidates, min(MAX_CANDIDATES, SCORING_WORK // len(X))),
-                avoid=X_run,
-                gradient=gradient,
-            )
-            if config is None:  # every candidate was seen: the space is (nearly) exhausted
-                config = sample_unique(self.encoding, 1, rng, seen)[0]
-            seen.add(config_key(config))
-            running.append(config)
-            batch.append(config)
-        return batch
+        return _Fitted(
+            self, hyper, X, y, noise, believed, feasibility, best, float(fitted.min()), anchors
+        )
 
     def _feasibility(
         self, X: np.ndarray, rows: np.ndarray
@@ -273,6 +294,35 @@ class GPOptimizer(BaseOptimizer):
             weights = simplex_weights(len(self.directions), self.rng(SCALARIZATION_SALT))
             losses, errors = scalarize(self.loss_matrix(), errors, violations, weights)
         return warp_losses(penalize_failures(losses), errors, self.warp)
+
+
+@dataclass(frozen=True)
+class _Fitted:
+    """One suggestion's model of the completed trials (:meth:`GPOptimizer._fit`)."""
+
+    optimizer: GPOptimizer
+    hyper: Hyper
+    X: np.ndarray
+    y: np.ndarray
+    noise: np.ndarray
+    believed: ExactGP
+    feasibility: Feasibility | None
+    best: float | None
+    floor: float
+    """The best predicted loss: no running trial is told a better one."""
+    anchors: np.ndarray
+
+    def acquisition(self, X_run: np.ndarray) -> tuple[Score, Gradient | None]:
+        """The acquisition with the running trials at ``X_run`` told as lies."""
+        gp = self.optimizer
+        lies = gp._lies(self.believed, X_run, self.y, self.floor)
+        model = condition(
+            self.hyper,
+            np.vstack([self.X, X_run]),
+            np.concatenate([self.y, lies]),
+            np.concatenate([self.noise, np.zeros(len(X_run))]),
+        )
+        return gp._acquisition(model, self.best, self.feasibility)
 
 
 def keep_rows(y: np.ndarray, limit: int) -> np.ndarray:

@@ -123,3 +123,21 @@ def test_too_close_measures_distance_to_running_trials() -> None:
     avoid = np.array([[1.0, 1.0]])
     assert too_close(X, avoid).tolist() == [False, False, True]
     assert too_close(X, None).tolist() == [False, False, False]
+
+
+def test_candidates_are_scored_by_the_acquisition_with_running_trials_told() -> None:
+    """score_candidates: None before the model can learn; near the best result scores above a
+    far corner; a candidate on top of a running trial scores below the same point free."""
+    optimizer = GPOptimizer(PLANE, seed=0)
+    optimizer.update([observe({"x": 0.5, "y": 0.5}, 1.0)], [])
+    assert optimizer.score_candidates([{"x": 0.1, "y": 0.1}], []) is None
+    history = [
+        observe({"x": x, "y": y}, (x - 0.2) ** 2 + (y - 0.3) ** 2)
+        for x, y in np.random.default_rng(0).uniform(0, 1, size=(15, 2))
+    ]
+    optimizer.update(history, [])
+    near, far = {"x": 0.22, "y": 0.31}, {"x": 0.95, "y": 0.95}
+    free = optimizer.score_candidates([near, far], [])
+    assert free is not None and free[0] > free[1]
+    crowded = optimizer.score_candidates([near], [near])
+    assert crowded is not None and crowded[0] < free[0]

@@ -134,10 +134,11 @@ def test_each_learner_heads_for_the_pareto_front(learner: str) -> None:
 @pytest.mark.parametrize("learner", LEARNERS)
 def test_infeasible_trials_steer_the_search_but_are_not_failures(learner: str) -> None:
     """Minimise the distance to (0.2, 0.5) subject to x >= 0.4: the constrained optimum is
-    (0.4, 0.5), on the boundary. Over three seeds, random search puts its late infeasible
-    trials at x of 0.13 in the median (anywhere in the infeasible region) and its late
-    feasible ones at 0.71; the learners keep nearer the boundary on both sides of it
-    (evolution: 0.28 and 0.60; the GP, which models the constraint: 0.3997 and 0.57)."""
+    (0.4, 0.5), on the boundary. Over three seeds, random search puts 30% of its late trials
+    deep in the infeasible region (x < 0.3) and its late feasible ones at x of 0.71 in the
+    median; the learners keep nearer the boundary on both sides of it (evolution: 17% and
+    0.54; the GP, which models the constraint, and nas_evolution, which it guides: 5%, and
+    0.55 and 0.40)."""
 
     def tell(config: dict[str, Any], value: float) -> Observation:
         gap = 0.4 - config["x"]
@@ -152,5 +153,5 @@ def test_infeasible_trials_steer_the_search_but_are_not_failures(learner: str) -
         history = run_study(optimizer, loss, budget=40, tell=tell)
         assert any(not o.feasible for o in history) and all(o.ok for o in history)
         late += history[20:]
-    assert np.median([o.params["x"] for o in late if not o.feasible]) > 0.22
+    assert np.mean([o.params["x"] < 0.3 for o in late]) < 0.2
     assert np.median([o.params["x"] for o in late if o.feasible]) < 0.66
