@@ -265,11 +265,7 @@ def print_tables(chosen, methods, points, scores, seconds, seeds, skipped) -> No
                 )
                 tied = sum(means[o] == means[m] for o in methods)
                 ranks[m].append(better + (tied + 1) / 2)
-            cells = []
-            for m in methods:
-                values = scores[(problem.name, m, n)]
-                se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0
-                cells.append(f"{means[m]:.4g} ± {se:.2g} ({statistics.median(values):.4g})")
+            cells = [score_cell(scores[(problem.name, m, n)]) for m in methods]
             ref = (
                 "regret"
                 if not higher
@@ -284,6 +280,16 @@ def print_tables(chosen, methods, points, scores, seconds, seeds, skipped) -> No
     print("\n| method | seconds per suggestion (mean over every run) |\n|---|---:|")
     for m in methods:
         print(f"| {m} | {statistics.fmean(seconds[m]):.4f} |")
+
+
+def score_cell(values: list[float]) -> str:
+    """``mean ± s.e. (median)``; a regret is infinite in a run with no feasible point yet,
+    which the cell says (the mean is then infinite too, and ranks last)."""
+    finite = [v for v in values if math.isfinite(v)]
+    if len(finite) < len(values):
+        return f"inf ({len(values) - len(finite)} of {len(values)} runs found none feasible)"
+    se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0
+    return f"{statistics.fmean(values):.4g} ± {se:.2g} ({statistics.median(values):.4g})"
 
 
 if __name__ == "__main__":
