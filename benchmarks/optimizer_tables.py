@@ -50,7 +50,7 @@ def mean_se_median(values: Any) -> str:
     values = np.asarray(values, dtype=float)
     if len(values) < 2:
         return mean_se(values)
-    return f"{mean_se(values)} ({np.median(values):.2g})"
+    return f"{mean_se(values)} ({np.median(values):.4g})"
 
 
 def row(cells: list[str]) -> str:

@@ -134,6 +134,8 @@ class GPOptimizer(BaseOptimizer):
         self.encoding = SpaceEncoding(self.space)
         widths = [c.stop - c.start for c in self.encoding.columns.values()]
         self.columns = Columns.of_blocks(widths)  # one length-scale per parameter
+        self._guide_fit: tuple[list, _Fitted] | None = None
+        """The model behind ``score_candidates`` and the history digest it was fitted on."""
 
     def suggest(self, count: int) -> list[dict[str, Any]]:
         count = check_count(count)
@@ -191,8 +193,10 @@ class GPOptimizer(BaseOptimizer):
         if len(self.completed) < 2 or not candidates:
             return None
         with threadpool_limits(limits=1, user_api="blas"):
-            fitted = self._fit(self.rng(GUIDE_SALT))
-            score, _ = fitted.acquisition(self.encoding.encode(running))
+            if self._guide_fit is None or self._guide_fit[0] != self._digest:
+                # one fit per history: a batch's children are scored under the same model
+                self._guide_fit = (self._digest, self._fit(self.rng(GUIDE_SALT)))
+            score, _ = self._guide_fit[1].acquisition(self.encoding.encode(running))
             return np.asarray(score(self.encoding.encode(candidates)), dtype=float)
 
     def _fit(self, rng: np.random.Generator) -> _Fitted:

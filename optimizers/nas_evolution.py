@@ -55,8 +55,8 @@ class NASEvolutionOptimizer(BaseOptimizer):
     """Aging evolution: tournament of ``sample_size``, one-choice mutation, the oldest dies.
 
     Options: ``population`` P, the members alive (default: a tenth of the study's budget,
-    between 10 and 50, a quarter between 5 and 50 with ``guide: none``, or 20 without a
-    budget); ``sample_size`` S, the tournament size
+    between 10 and 50 and at most half the budget, a quarter between 5 and 50 with ``guide:
+    none``, or 20 without a budget); ``sample_size`` S, the tournament size
     (default P / 4, at least 2); ``numeric_step`` (0.2) the mutation scale of numeric
     parameters in unit coordinates; ``guide`` ("gp") how a parent's mutant is chosen, or
     "none" for a random one. The first P trials are random.
@@ -83,12 +83,13 @@ class NASEvolutionOptimizer(BaseOptimizer):
         self.encoding = SpaceEncoding(self.space)
 
     def _default_population(self) -> int:
-        """Guided: a tenth of the budget in [10, 50] (the model needs few random trials to
-        start from); unguided, Real et al.'s a quarter in [5, 50]; 20 without a budget."""
+        """Guided: a tenth of the budget in [10, 50], at most half of it (the model needs few
+        random trials to start from); unguided, Real et al.'s a quarter in [5, 50]; 20
+        without a budget."""
         if self.budget is None:
             return 20
-        if self.guide == "gp":
-            return min(50, max(10, self.budget // 10))
+        if self.guide == "gp":  # at most half a small budget, so some children are guided
+            return min(50, max(10, self.budget // 10), max(2, self.budget // 2))
         return min(50, max(5, self.budget // 4))
 
     def suggest(self, count: int) -> list[dict[str, Any]]:
@@ -136,6 +137,8 @@ class NASEvolutionOptimizer(BaseOptimizer):
         tournament winners that the guide's acquisition scores highest (pending trials and
         ``chosen`` told to it as running); None when there is no unseen mutant or the guide
         cannot score yet."""
+        if len(guide.completed) < 2:  # too little for the model: a random mutant
+            return None
         fitness = np.where(np.isnan(fitness), -np.inf, fitness)
         size = min(self.sample_size, len(members))
         winners = {int(np.argmax(fitness))} | {

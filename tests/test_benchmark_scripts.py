@@ -4,6 +4,7 @@ when it prints its tables. ``test_every_script_has_a_smoke_run`` keeps the list 
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -114,3 +115,12 @@ def test_dashboard_scale_signs_in_and_times_every_page() -> None:
     assert "| `GET /studies/1/trials?sort=value&limit=50&offset=5000` |" in out, out
     for page in ("studies page", "study page", "trial page", "sort trial table by value"):
         assert f"| {page} |" in out, out
+
+
+def test_a_constrained_cell_says_how_many_runs_found_nothing_feasible() -> None:
+    """A run with no feasible point has infinite regret: the cell says so instead of failing
+    (statistics.stdev raises on it) or printing a mean that hides it."""
+    from benchmarks.multi_objective import score_cell
+
+    assert score_cell([1.0, math.inf, math.inf]) == "inf (2 of 3 runs found none feasible)"
+    assert score_cell([1.0, 3.0]) == "2 ± 1 (2)"

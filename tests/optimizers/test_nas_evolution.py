@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from foldwise.optimizers.gp import GPOptimizer
 from foldwise.optimizers.nas_evolution import NASEvolutionOptimizer, _reflect
 from foldwise.optimizers.sampling import config_key
 from foldwise.space import contains
@@ -124,13 +125,39 @@ def test_the_guide_picks_the_mutant_its_model_expects_to_improve() -> None:
     assert np.mean(gaps["gp"]) < np.mean(gaps["none"]) - 3, gaps
 
 
-def test_guided_children_are_new_and_count_the_batch_as_running() -> None:
+def test_guided_children_are_new_and_count_the_batch_as_running(monkeypatch) -> None:
+    """Each child of a batch is scored with the pending trials and the children before it
+    told as running, under one fit of the model for the whole batch."""
     optimizer = NASEvolutionOptimizer(EDGES, seed=3, population=10)
     history = [observe(c, edge_loss(c)) for c in optimizer.suggest(10)]
-    optimizer.update(history, [])
+    pending = [{"e0": "l0", "e1": "l0", "e2": "l0", "e3": "l4"}]
+    optimizer.update(history, pending)
+    told, fits = [], []
+    score, fit = GPOptimizer.score_candidates, GPOptimizer._fit
+
+    def spy_score(self, candidates, running):
+        told.append([config_key(c) for c in running])
+        return score(self, candidates, running)
+
+    def spy_fit(self, rng):
+        fits.append(1)
+        return fit(self, rng)
+
+    monkeypatch.setattr(GPOptimizer, "score_candidates", spy_score)
+    monkeypatch.setattr(GPOptimizer, "_fit", spy_fit)
     batch = optimizer.suggest(6)
-    keys = {config_key(c) for c in batch}
-    assert len(keys) == 6 and not keys & {config_key(o.params) for o in history}
+    keys = [config_key(c) for c in batch]
+    assert len(set(keys)) == 6 and not set(keys) & {config_key(o.params) for o in history}
+    assert told == [[config_key(pending[0]), *keys[:k]] for k in range(6)]
+    assert len(fits) == 1
+
+
+def test_a_small_budget_still_gets_guided_children() -> None:
+    """The guided default population is a tenth of the budget, at least 10, but never more
+    than half of it."""
+    sizes = {b: NASEvolutionOptimizer(EDGES, seed=0, budget=b).population for b in (8, 30, 900)}
+    assert sizes == {8: 4, 30: 10, 900: 50}
+    assert NASEvolutionOptimizer(EDGES, seed=0, budget=8, guide="none").population == 5
 
 
 def test_an_unknown_guide_is_refused() -> None:
