@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from scipy import stats
 
 from foldwise.racing import Racing
-from foldwise.service.scheduler.racing import paired_p_value
+from foldwise.service.scheduler.racing import clearly_worse
 from foldwise.spec import Constraint, StudySpec
 
 FoldMetrics = Mapping[int, Mapping[str, float]]
@@ -71,18 +71,14 @@ def _dominated(spec: StudySpec, metrics: FoldMetrics, member: FrontMember) -> st
         name = objective.metric
         mine = [sign * metrics[k][name] for k in shared]
         theirs = [sign * member.metrics[k][name] for k in shared]
+        everywhere = [sign * fold[name] for fold in member.metrics.values()]
+        worse = clearly_worse(racing, mine, theirs, everywhere)
+        if worse is None:
+            return None
         if racing.rule == "forgiving":
-            everywhere = [sign * fold[name] for fold in member.metrics.values()]
-            slack = max(everywhere) - statistics.fmean(everywhere)
-            gap = statistics.fmean(mine) - statistics.fmean(theirs)
-            if not gap > slack:
-                return None
-            test = f"by {gap:.2g} > {slack:.2g}"
+            test = f"by {worse[0]:.2g} > {worse[1]:.2g}"
         else:
-            p_value = paired_p_value(mine, theirs)
-            if not p_value < racing.alpha:
-                return None
-            test = f"p = {p_value:.2g}"
+            test = f"p = {worse[0]:.2g}"
         mean_mine = statistics.fmean(sign * v for v in mine)
         mean_theirs = statistics.fmean(sign * v for v in theirs)
         parts.append(f"{name} {mean_mine:.4g} vs {mean_theirs:.4g} ({test})")

@@ -57,26 +57,37 @@ def race_verdict(
     sign = -1.0 if maximize else 1.0  # losses: lower is better
     mine = [sign * values[k] for k in shared]
     theirs = [sign * incumbent.values[k] for k in shared]
+    worse = clearly_worse(racing, mine, theirs, [sign * v for v in incumbent.values.values()])
+    if worse is None:
+        return None
     if racing.rule == "forgiving":
-        gap = statistics.fmean(mine) - statistics.fmean(theirs)
-        everywhere = [sign * v for v in incumbent.values.values()]
-        slack = max(everywhere) - statistics.fmean(everywhere)
-        if not gap > slack:
-            return None
+        gap, slack = worse
         test = (
             f"worse by {gap:.2g}, more than the incumbent's worst fold lies from its mean "
             f"({slack:.2g}; forgiving rule)"
         )
     else:
-        p_value = paired_p_value(mine, theirs)
-        if not p_value < racing.alpha:
-            return None
-        test = f"paired t-test p = {p_value:.2g} < {racing.alpha:g}"
+        test = f"paired t-test p = {worse[0]:.2g} < {racing.alpha:g}"
     return (
         f"after {len(shared)} of {folds} folds: {_mean_and_error([sign * v for v in mine])} "
         f"vs incumbent (trial {incumbent.number}) "
         f"{statistics.fmean(sign * v for v in theirs):.4g} on the same folds, {test}"
     )
+
+
+def clearly_worse(
+    racing: Racing, mine: list[float], theirs: list[float], reference: list[float]
+) -> tuple[float, float] | None:
+    """Whether losses ``mine`` are clearly worse than ``theirs`` (the same folds) by the rule:
+    ``forgiving``, (gap of the means, slack) when the gap is more than the slack, how far the
+    worst of ``reference`` (every fold of the one compared with) lies from its mean; ``ttest``,
+    (p-value, alpha) when the one-sided paired t-test's p is below alpha; otherwise None."""
+    if racing.rule == "forgiving":
+        gap = statistics.fmean(mine) - statistics.fmean(theirs)
+        slack = max(reference) - statistics.fmean(reference)
+        return (gap, slack) if gap > slack else None
+    p_value = paired_p_value(mine, theirs)
+    return (p_value, racing.alpha) if p_value < racing.alpha else None
 
 
 def paired_p_value(mine: list[float], theirs: list[float]) -> float:
