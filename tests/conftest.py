@@ -8,16 +8,17 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.live_service import PostgresUnavailable, postgres_database
+from tests.databases import empty_postgres_database
+from tests.live_service import PostgresUnavailable
 
 pytest_plugins = ["tests.shared_service"]
 
 
 def _postgres_database() -> Iterator[str]:
-    """A throw-away PostgreSQL database; skipped without a server, except under CI."""
+    """An empty PostgreSQL database (this test process's own, emptied: tests/databases.py);
+    skipped without a server, except under CI."""
     try:
-        with postgres_database() as url:
-            yield url
+        yield empty_postgres_database()
     except PostgresUnavailable as exc:
         if os.environ.get("CI") == "true":
             raise RuntimeError(f"CI needs PostgreSQL: {exc}") from exc

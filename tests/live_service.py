@@ -187,10 +187,10 @@ def _admin_token(database_url: str, name: str, root: Path, env: dict[str, str]) 
     from before tokens."""
     if root == ROOT:
         from foldwise.schemas import Role
-        from foldwise.service.db.schema import upgrade_database
         from foldwise.service.token_admin import create_token
+        from tests.databases import bring_to_head
 
-        upgrade_database(database_url)
+        bring_to_head(database_url)
         return create_token(database_url, name, Role.ADMIN)
     script = (
         "import sys\n"

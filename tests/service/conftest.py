@@ -14,8 +14,8 @@ from foldwise.schemas import Role
 from foldwise.service.app import create_app
 from foldwise.service.config import Settings
 from foldwise.service.db.engine import SessionRunner
-from foldwise.service.db.schema import upgrade_database
 from foldwise.service.token_admin import create_token
+from tests.databases import bring_to_head
 
 
 def signed_in_client(
@@ -41,7 +41,7 @@ def signed_in_client(
         allowed_hosts=["testserver", "127.0.0.1", "localhost"],
         **settings,
     )
-    upgrade_database(database_url)
+    bring_to_head(database_url)
     client = TestClient(create_app(config), client=client_address)
     token = create_token(database_url, role.value, role, replace=True) if config.auth else ""
     if token:
@@ -59,7 +59,7 @@ def api(database_url: str) -> Iterator[TestClient]:
 @pytest.fixture
 def db(database_url: str) -> Iterator[SessionRunner]:
     """A migrated, empty database on each backend, as the scheduler's session runner."""
-    upgrade_database(database_url)
+    bring_to_head(database_url)
     runner = SessionRunner(database_url, limit=2)
     yield runner
     runner.engine.dispose()

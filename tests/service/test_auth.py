@@ -11,8 +11,8 @@ from pydantic import ValidationError
 
 from foldwise.schemas import Role
 from foldwise.service.config import Settings
-from foldwise.service.db.schema import upgrade_database
 from foldwise.service.token_admin import TokenError, create_token, list_tokens, revoke_token
+from tests.databases import bring_to_head
 from tests.service.conftest import signed_in_client
 from tests.service.study_specs import study_spec
 
@@ -238,7 +238,7 @@ def test_creates_of_one_name_at_once_leave_one_active_token(
     database_url: str, replace: bool
 ) -> None:
     # each create checked that the name was free, then inserted: all four passed the check
-    upgrade_database(database_url)
+    bring_to_head(database_url)
     barrier = threading.Barrier(4)
     made: list[str] = []
     refused: list[str] = []

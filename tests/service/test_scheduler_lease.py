@@ -10,8 +10,8 @@ import pytest
 
 from foldwise.service.db import leases
 from foldwise.service.db.engine import SessionRunner
-from foldwise.service.db.schema import upgrade_database
 from foldwise.service.scheduler.lease import LeaseLost, SchedulerLease
+from tests.databases import bring_to_head
 
 NAME = "scheduler"
 
@@ -53,7 +53,7 @@ def test_a_released_lease_is_taken_at_once(db: SessionRunner) -> None:
 
 
 def test_an_instance_that_lost_the_lease_cannot_write(database_url: str) -> None:
-    upgrade_database(database_url)
+    bring_to_head(database_url)
 
     async def scenario() -> None:
         first = SchedulerLease(SessionRunner(database_url, 1), ttl_seconds=0.3, holder="first")

@@ -15,9 +15,9 @@ import pytest
 from foldwise.schemas import Role
 from foldwise.service.app import create_app
 from foldwise.service.config import Settings
-from foldwise.service.db.schema import upgrade_database
 from foldwise.service.token_admin import create_token
 from tests.browser import CHROMIUM, CHROMIUM_ARGS, require_chromium, sign_in
+from tests.databases import bring_to_head
 from tests.large_study import fill_study
 from tests.served_app import serve
 
@@ -55,7 +55,7 @@ class Dashboard:
 @pytest.fixture
 def dashboard(tmp_path: Path) -> Iterator[Dashboard]:
     url = f"sqlite:///{tmp_path / 'dashboard.db'}"
-    upgrade_database(url)
+    bring_to_head(url)
     token = create_token(url, "admin", Role.ADMIN)
     app = create_app(Settings(database_url=url, upgrade_db=True, scheduler_enabled=False))
     with serve(app) as base:
