@@ -137,7 +137,7 @@ def _spec(**overrides: Any) -> dict[str, Any]:
         budget={"trials": BUDGET},
         parallel={"trial_groups": 2, "folds": FOLDS, "workers_per_fold": 1},
         resources={"cpus_per_worker": 0.5},
-        trainer={"task": "digits_mlp", "epochs": 12, "batch_size": 32},
+        trainer={"task": "digits_mlp", "epochs": 5, "batch_size": 32},
         **overrides,
     )
 
