@@ -130,6 +130,15 @@ def test_an_api_instance_that_does_not_schedule_loads_neither_ray_nor_torch(tmp_
     assert loaded == set()
 
 
+def test_a_scheduling_service_loads_neither_torch_nor_sklearn(tmp_path) -> None:
+    """The scheduler and its RayExecutor hand folds to Ray and tell their failures apart by
+    class (``trainers.fold_errors``): torch and scikit-learn load in the fold workers only (in
+    the service they cost a second of every start and 200 MB)."""
+    code = "import foldwise.service.scheduler.scheduler, foldwise.service.executor.ray_executor"
+    loaded = _loaded_in_fresh_interpreter(code, {"ray", "torch", "sklearn"}, tmp_path)
+    assert loaded == {"ray"}
+
+
 def test_a_fold_worker_loads_no_http_client(tmp_path) -> None:
     """A fold worker imports the trainers (and so ``foldwise``), never the SDK's HTTP client:
     every worker process of every fold would pay for it."""

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from foldwise.trainers.fold_errors import FoldContractError, RankError
 from foldwise.trainers.job import FoldJob
 from foldwise.trainers.monitor import ResourceMonitor
 from foldwise.trainers.objective import EarlyStopping, SmoothedStopping, improved, make_stopper
@@ -37,15 +38,6 @@ RETURN_GRACE_S = 60.0
 """How long a rank whose fold function returned waits for the others to return too (or a
 quarter of ``trainer.fold_timeout``, when shorter): they report the same epochs, so only what
 follows their last report is left to them."""
-
-
-class RankError(RuntimeError):
-    """A broken fold contract whose message names the rank at fault."""
-
-
-class FoldContractError(RankError):
-    """A fold function broke the fold contract (a bad report, ranks at different epochs).
-    Every rank raises it at the same exchange, so the ranks stay usable for the next run."""
 
 
 class TrainingDiverged(FoldContractError):

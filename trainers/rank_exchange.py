@@ -16,6 +16,8 @@ from typing import Any
 
 import torch.distributed as dist
 
+from foldwise.trainers.fold_errors import PeerFailed
+
 FAILED = "foldwise/failed"
 FIRST_PAUSE_S = 0.0002
 LONGEST_PAUSE_S = 0.05
@@ -27,10 +29,6 @@ LOOK_AROUND_S = 1.0
 
 class RunAbandoned(Exception):
     """The fold run was abandoned by its caller while this rank waited (it was cancelled)."""
-
-
-class PeerFailed(RuntimeError):
-    """Another rank's fold function raised while this rank waited for it at a report."""
 
 
 class PeersLate(TimeoutError):

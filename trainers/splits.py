@@ -29,15 +29,11 @@ from sklearn.model_selection import (
 
 from foldwise.cv import REPEATABLE_SCHEMES, CVScheme, default_scheme
 from foldwise.trainers.fold_data import TaskData, per_sample_values
+from foldwise.trainers.fold_errors import SplitError
 from foldwise.trainers.job import FoldJob
 from foldwise.trainers.task import Task
 
 Fold = tuple[np.ndarray, np.ndarray]
-
-
-class SplitError(ValueError):
-    """The data cannot be split as the study's ``cv`` asks; the message says why, in numbers.
-    Every trial would meet it: the study fails at once."""
 
 
 def fold_indices(job: FoldJob, task: Task, data: TaskData) -> Fold:

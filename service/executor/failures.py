@@ -14,9 +14,7 @@ import ray
 
 from foldwise.ansi import strip_ansi
 from foldwise.service.executor.contract import FoldFailed
-from foldwise.trainers.fold_channel import FoldContractError, RankError
-from foldwise.trainers.rank_exchange import PeerFailed
-from foldwise.trainers.splits import SplitError
+from foldwise.trainers.fold_errors import FoldContractError, PeerFailed, RankError, SplitError
 
 log = logging.getLogger(__name__)
 
