@@ -4,14 +4,18 @@
   process keeps one database of its own and empties it for each test (the other sessions on it
   ended, every schema dropped, ``public`` made again: a few milliseconds), dropping it when the
   process ends.
-- SQLite: running every Alembic migration takes 0.1-0.3 s, so ``bring_to_head`` copies a file
-  this process migrated once. ``tests/service/test_db_schema.py`` runs the migrations themselves.
+- Migrating: running every Alembic migration takes 0.1-0.3 s, so ``bring_to_head`` copies a
+  SQLite file this process migrated once, and gives the emptied PostgreSQL database the schema
+  ``pg_dump`` read from it after its first migration (where ``pg_dump`` is installed).
+  ``tests/service/test_db_schema.py`` runs the migrations themselves.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
+import subprocess
 import tempfile
 import uuid
 from pathlib import Path
@@ -23,6 +27,8 @@ from tests.live_service import POSTGRES_ADMIN_URL, PostgresUnavailable
 
 _sqlite_template: Path | None = None
 _postgres_name: str | None = None
+_postgres_schema: str | None = None
+"""The SQL of the migrated schema of ``_postgres_name``; "" where pg_dump could not give it."""
 
 
 def empty_postgres_database() -> str:
@@ -59,13 +65,51 @@ def empty_postgres_database() -> str:
 
 def bring_to_head(url: str) -> None:
     """What ``upgrade_database(url)`` does; a SQLite file that does not exist yet becomes a
-    copy of one this process migrated."""
+    copy of one this process migrated, and this process's emptied PostgreSQL database gets the
+    schema its first migration made."""
+    global _postgres_schema
     parsed = make_url(url)
     sqlite = parsed.get_backend_name() == "sqlite" and parsed.database
     if sqlite and not Path(parsed.database).exists():
         shutil.copyfile(_sqlite(), parsed.database)
-    else:
-        upgrade_database(url)
+        return
+    ours = _postgres_name is not None and parsed.database == _postgres_name
+    if ours and _postgres_schema and _postgres_is_empty():
+        with _connect(_database_url(_postgres_name, driver="postgresql")) as conn:
+            conn.execute(_postgres_schema)
+        return
+    empty = ours and _postgres_schema is None and _postgres_is_empty()
+    upgrade_database(url)
+    if empty:
+        _postgres_schema = _dump_schema()
+
+
+def _postgres_is_empty() -> bool:
+    """Whether this process's PostgreSQL database holds no table."""
+    with _connect(_database_url(_postgres_name, driver="postgresql")) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone()
+    return row is not None and row[0] == 0
+
+
+def _dump_schema() -> str:
+    """The SQL that makes this process's PostgreSQL database again as it is now, without
+    pg_dump's client commands (lines of psql's backslash commands); "" without pg_dump."""
+    url = make_url(_database_url(_postgres_name, driver="postgresql"))
+    args = ["--no-owner", "--no-privileges", "--no-comments", "--inserts"]
+    where = ["-h", url.host or "127.0.0.1", "-p", str(url.port or 5432)]
+    try:
+        done = subprocess.run(
+            ["pg_dump", *args, *where, "-U", url.username or "postgres", _postgres_name],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PGPASSWORD": url.password or ""},
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    if done.returncode != 0:
+        return ""
+    return "\n".join(line for line in done.stdout.splitlines() if not line.startswith("\\"))
 
 
 def _sqlite() -> Path:
