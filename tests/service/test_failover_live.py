@@ -19,7 +19,7 @@ from tests.service.study_specs import tiny_task_spec
 pytestmark = pytest.mark.slow
 
 LEASE_SECONDS = 4.0
-BUDGET, GROUPS, FOLDS = 6, 2, 2
+BUDGET, GROUPS, FOLDS = 4, 1, 2
 EPOCH_SECONDS = 0.25
 
 
