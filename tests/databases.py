@@ -75,9 +75,15 @@ def bring_to_head(url: str) -> None:
         return
     ours = _postgres_name is not None and parsed.database == _postgres_name
     if ours and _postgres_schema and _postgres_is_empty():
-        with _connect(_database_url(_postgres_name, driver="postgresql")) as conn:
-            conn.execute(_postgres_schema)
-        return
+        import psycopg
+
+        try:
+            with _connect(_database_url(_postgres_name, driver="postgresql")) as conn:
+                with conn.transaction():  # all of it or none: the migrations run instead
+                    conn.execute(_postgres_schema)
+            return
+        except psycopg.Error:  # a pg_dump whose SQL this server does not take
+            _postgres_schema = ""
     empty = ours and _postgres_schema is None and _postgres_is_empty()
     upgrade_database(url)
     if empty:
