@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -132,11 +133,39 @@ def test_an_api_instance_that_does_not_schedule_loads_neither_ray_nor_torch(tmp_
 
 def test_a_scheduling_service_loads_neither_torch_nor_sklearn(tmp_path) -> None:
     """The scheduler and its RayExecutor hand folds to Ray and tell their failures apart by
-    class (``trainers.fold_errors``): torch and scikit-learn load in the fold workers only (in
-    the service they cost a second of every start and 200 MB)."""
+    class: torch and scikit-learn load in the fold workers only."""
     code = "import foldwise.service.scheduler.scheduler, foldwise.service.executor.ray_executor"
     loaded = _loaded_in_fresh_interpreter(code, {"ray", "torch", "sklearn"}, tmp_path)
     assert loaded == {"ray"}
+
+
+def test_a_fold_error_sent_back_to_the_service_loads_neither_torch_nor_sklearn(tmp_path) -> None:
+    """Ray pickles what a worker raised; unpickling it in the service imports the module of its
+    class, so every exception of a fold run lives in ``trainers.fold_errors`` (and each one
+    unpickles: two took other arguments than their message)."""
+    from foldwise.trainers import fold_channel, fold_errors, fold_runner, rank_exchange, splits
+
+    raised = [
+        fold_channel.TrainingDiverged("val_loss is nan"),
+        fold_channel.RankReturnedAlone("rank 1 returned"),
+        fold_channel.FoldStopped(),
+        rank_exchange.PeerFailed("rank 0 raised"),
+        rank_exchange.PeersLate([1], {0: {}}),
+        rank_exchange.RunAbandoned(),
+        fold_runner.FoldTimedOut(5.0, "epoch 2"),
+        splits.SplitError("3 groups for 5 folds"),
+    ]
+    assert {type(e).__module__ for e in raised} == {fold_errors.__name__}
+    (tmp_path / "errors.pickle").write_bytes(pickle.dumps(raised))
+    code = (
+        "import pickle, sys\n"
+        "errors = pickle.loads(open(sys.argv[1], 'rb').read())\n"
+        "assert [str(e) for e in errors] == sys.argv[2:], [str(e) for e in errors]"
+    )
+    loaded = _loaded_in_fresh_interpreter(
+        code, {"torch", "sklearn"}, tmp_path, str(tmp_path / "errors.pickle"), *map(str, raised)
+    )
+    assert loaded == set()
 
 
 def test_a_fold_worker_loads_no_http_client(tmp_path) -> None:

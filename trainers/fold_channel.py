@@ -21,7 +21,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from foldwise.trainers.fold_errors import FoldContractError, RankError
+from foldwise.trainers.fold_errors import (
+    FoldContractError,
+    FoldStopped,
+    RankReturnedAlone,
+    TrainingDiverged,
+)
 from foldwise.trainers.job import FoldJob
 from foldwise.trainers.monitor import ResourceMonitor
 from foldwise.trainers.objective import EarlyStopping, SmoothedStopping, improved, make_stopper
@@ -38,19 +43,6 @@ RETURN_GRACE_S = 60.0
 """How long a rank whose fold function returned waits for the others to return too (or a
 quarter of ``trainer.fold_timeout``, when shorter): they report the same epochs, so only what
 follows their last report is left to them."""
-
-
-class TrainingDiverged(FoldContractError):
-    """A reported metric became NaN or infinite."""
-
-
-class RankReturnedAlone(RankError):
-    """This rank's fold function returned and the other ranks did not follow in time."""
-
-
-class FoldStopped(Exception):
-    """Raised by ``report`` once the fold was told to stop: the fold function should have
-    left its loop when ``should_stop()`` said so. foldwise treats it as a normal end."""
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from foldwise.trainers.ddp import (
 )
 from foldwise.trainers.fold_channel import FoldChannel, FoldContractError, FoldStopped
 from foldwise.trainers.fold_data import TaskData, load_task_data
+from foldwise.trainers.fold_errors import FoldTimedOut
 from foldwise.trainers.job import FoldJob
 from foldwise.trainers.monitor import ResourceMonitor
 from foldwise.trainers.rank_exchange import PeerFailed, RankExchange, RunAbandoned
@@ -40,14 +41,6 @@ from foldwise.trainers.task import Loop, Task, resolve_task
 ABANDON_JOIN_S = 30.0
 """How long an abandoned run waits for its fold function to reach its next report."""
 _DONE = object()
-
-
-class FoldTimedOut(TimeoutError):
-    """A local run took longer than its ``timeout``; ``where`` says where this rank was."""
-
-    def __init__(self, seconds: float, where: str) -> None:
-        super().__init__(f"timed out after {seconds:g} s: {where}")
-        self.seconds, self.where = seconds, where
 
 
 class FoldRunner:

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch.distributed as dist
 
-from foldwise.trainers.fold_errors import PeerFailed
+from foldwise.trainers.fold_errors import PeerFailed, PeersLate, RunAbandoned
 
 FAILED = "foldwise/failed"
 FIRST_PAUSE_S = 0.0002
@@ -25,18 +25,6 @@ LONGEST_PAUSE_S = 0.05
 from the first to the longest: a peer a moment behind costs a fraction of a millisecond."""
 LOOK_AROUND_S = 1.0
 """How often a waiting rank checks whether its run was abandoned or a peer failed."""
-
-
-class RunAbandoned(Exception):
-    """The fold run was abandoned by its caller while this rank waited (it was cancelled)."""
-
-
-class PeersLate(TimeoutError):
-    """Some ranks did not reach an exchange in time; ``last`` is what each said last."""
-
-    def __init__(self, missing: list[int], last: dict[int, dict[str, Any]]) -> None:
-        super().__init__(f"ranks {missing} did not answer")
-        self.missing, self.last = missing, last
 
 
 class RankExchange:
