@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.databases import empty_postgres_database
+from tests.databases import drop_postgres_database, empty_postgres_database
 from tests.live_service import PostgresUnavailable
 
 pytest_plugins = ["tests.shared_service"]
@@ -23,6 +23,13 @@ def _postgres_database() -> Iterator[str]:
         if os.environ.get("CI") == "true":
             raise RuntimeError(f"CI needs PostgreSQL: {exc}") from exc
         pytest.skip(f"{exc} (set FOLDWISE_TEST_POSTGRES_URL)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_the_postgres_database() -> Iterator[None]:
+    """The PostgreSQL database this test process kept (tests/databases.py) goes at its end."""
+    yield
+    drop_postgres_database()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

@@ -1,12 +1,13 @@
 """The tests' databases, made cheaply: most API tests want a fresh one.
 
-- PostgreSQL: ``CREATE DATABASE`` takes about 0.3 s (it copies and syncs a template), so a test
-  process keeps one database of its own and empties it for each test (the other sessions on it
-  ended, every schema dropped, ``public`` made again: a few milliseconds), dropping it when the
-  process ends.
-- Migrating: running every Alembic migration takes 0.1-0.3 s, so ``bring_to_head`` copies a
-  SQLite file this process migrated once, and gives the emptied PostgreSQL database the schema
-  ``pg_dump`` read from it after its first migration (where ``pg_dump`` is installed).
+- PostgreSQL: ``CREATE DATABASE`` copies and syncs a template, slower than many a test, so a
+  test process keeps one database of its own and empties it for each test (the other sessions
+  on it ended, every schema dropped, ``public`` made again), dropping it when the session ends.
+  Its role must own ``public`` (any role on PostgreSQL 15 and later, which made it the
+  database owner's).
+- Migrating: ``bring_to_head`` copies a SQLite file this process migrated once, and gives the
+  emptied PostgreSQL database the schema ``pg_dump`` read from it after its first migration
+  (where ``pg_dump`` is installed), instead of running every Alembic migration again.
   ``tests/service/test_db_schema.py`` runs the migrations themselves.
 """
 
@@ -19,11 +20,14 @@ import subprocess
 import tempfile
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import make_url
 
-from foldwise.service.db.schema import upgrade_database
 from tests.live_service import POSTGRES_ADMIN_URL, PostgresUnavailable
+
+if TYPE_CHECKING:
+    import psycopg
 
 _sqlite_template: Path | None = None
 _postgres_name: str | None = None
@@ -45,7 +49,7 @@ def empty_postgres_database() -> str:
         if _postgres_name is None:
             name = f"foldwise_test_{uuid.uuid4().hex[:12]}"
             admin.execute(f'CREATE DATABASE "{name}"')
-            atexit.register(_drop, name)
+            atexit.register(_drop, name)  # in case the session's end is never reached
             _postgres_name = name
         admin.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -85,7 +89,7 @@ def bring_to_head(url: str) -> None:
         except psycopg.Error:  # a pg_dump whose SQL this server does not take
             _postgres_schema = ""
     empty = ours and _postgres_schema is None and _postgres_is_empty()
-    upgrade_database(url)
+    _upgrade(url)
     if empty:
         _postgres_schema = _dump_schema()
 
@@ -123,13 +127,27 @@ def _sqlite() -> Path:
     global _sqlite_template
     if _sqlite_template is None:
         path = Path(tempfile.mkdtemp(prefix="foldwise-template-")) / "template.db"
-        upgrade_database(f"sqlite:///{path}")
+        _upgrade(f"sqlite:///{path}")
         atexit.register(shutil.rmtree, path.parent, ignore_errors=True)
         _sqlite_template = path
     return _sqlite_template
 
 
-def _connect(url: str):  # noqa: ANN202 - psycopg is imported only where PostgreSQL is used
+def drop_postgres_database() -> None:
+    """Drop this process's PostgreSQL database, if it made one (at the session's end)."""
+    global _postgres_name, _postgres_schema
+    if _postgres_name is not None:
+        _drop(_postgres_name)
+        _postgres_name = _postgres_schema = None
+
+
+def _upgrade(url: str) -> None:
+    from foldwise.service.db.schema import upgrade_database
+
+    upgrade_database(url)
+
+
+def _connect(url: str) -> psycopg.Connection:
     import psycopg
 
     return psycopg.connect(url, autocommit=True, connect_timeout=5)
@@ -145,5 +163,5 @@ def _drop(name: str) -> None:
     try:
         with _connect(POSTGRES_ADMIN_URL) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    except Exception:  # noqa: BLE001 - the server may be gone at exit; nothing to keep then
+    except Exception:  # the server may be gone at exit: nothing is left to drop then
         pass
