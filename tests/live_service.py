@@ -97,6 +97,7 @@ class LiveService:
             "FOLDWISE_RAY_NUM_CPUS": str(ray_num_cpus),
             "FOLDWISE_POLL_SECONDS": "0.5",
             "FOLDWISE_ARTIFACT_DIR": str(log_path.parent / "artifacts"),
+            "FOLDWISE_CODE_CACHE_DIR": str(log_path.parent / "code"),
             "FOLDWISE_TASK_MODULES": "tests.user_tasks",
             "PYTHONPATH": str(root),
             **(env or {}),

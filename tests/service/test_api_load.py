@@ -4,7 +4,9 @@ The pollers start together and ask again a second after each answer: 100 request
 once, every second, the load that once wedged the service (a request's session held a pooled
 connection across thread hops while the threads waited for connections). Latency figures are
 the benchmark's business (`benchmarks/api_load.py`); this checks what must never happen: an
-error, a time-out, a pool or lock message in the log, a study that stops making progress.
+error, a time-out (a client waits 5 s at most: a wedged pool shows there first, since the
+pool's and SQLite's own waits last 30 s), a pool or lock message in the log, a study that stops
+making progress.
 The load starts once the study trains (its first epoch stored): how long Ray takes to start fold
 workers on a busy machine is not what this checks, and progress is counted in epochs, not in
 whole trials, so a slow machine that finishes no trial in the window is still seen to progress.
