@@ -24,13 +24,15 @@ from torch import nn
 from foldwise.trainers.fold_errors import (
     FoldContractError,
     FoldStopped,
+    PeersLate,
     RankReturnedAlone,
+    RunAbandoned,
     TrainingDiverged,
 )
 from foldwise.trainers.job import FoldJob
 from foldwise.trainers.monitor import ResourceMonitor
 from foldwise.trainers.objective import EarlyStopping, SmoothedStopping, improved, make_stopper
-from foldwise.trainers.rank_exchange import PeersLate, RankExchange, RunAbandoned
+from foldwise.trainers.rank_exchange import RankExchange
 from foldwise.trainers.report import (
     RESERVED_METRICS,
     ArtifactKind,

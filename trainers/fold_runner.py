@@ -29,12 +29,18 @@ from foldwise.trainers.ddp import (
     process_group,
     resolve_device,
 )
-from foldwise.trainers.fold_channel import FoldChannel, FoldContractError, FoldStopped
+from foldwise.trainers.fold_channel import FoldChannel
 from foldwise.trainers.fold_data import TaskData, load_task_data
-from foldwise.trainers.fold_errors import FoldTimedOut
+from foldwise.trainers.fold_errors import (
+    FoldContractError,
+    FoldStopped,
+    FoldTimedOut,
+    PeerFailed,
+    RunAbandoned,
+)
 from foldwise.trainers.job import FoldJob
 from foldwise.trainers.monitor import ResourceMonitor
-from foldwise.trainers.rank_exchange import PeerFailed, RankExchange, RunAbandoned
+from foldwise.trainers.rank_exchange import RankExchange
 from foldwise.trainers.report import CHECKPOINT_FILE, FoldEvent, SavedArtifact
 from foldwise.trainers.task import Loop, Task, resolve_task
 

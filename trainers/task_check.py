@@ -26,12 +26,17 @@ from pydantic import ValidationError
 from foldwise.limits import DEFAULT_CHECK_TIMEOUT_S
 from foldwise.spec import Objective, TrainerSpec
 from foldwise.trainers.ddp import free_port
-from foldwise.trainers.fold_channel import FoldContractError, RankReturnedAlone
 from foldwise.trainers.fold_data import TaskData, array_batches, load_task_data
-from foldwise.trainers.fold_runner import FoldRunner, FoldTimedOut, run_fold
+from foldwise.trainers.fold_errors import (
+    FoldContractError,
+    FoldTimedOut,
+    PeerFailed,
+    RankReturnedAlone,
+    RunAbandoned,
+)
+from foldwise.trainers.fold_runner import FoldRunner, run_fold
 from foldwise.trainers.job import FoldJob
 from foldwise.trainers.objective import fold_value
-from foldwise.trainers.rank_exchange import PeerFailed, RunAbandoned
 from foldwise.trainers.report import MODEL_METRICS, RESERVED_METRICS, EpochReport
 from foldwise.trainers.task import BUILTIN_TASKS, Loop, Task, TaskNotFound, resolve_task
 
