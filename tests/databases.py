@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import make_url
 
-from tests.live_service import POSTGRES_ADMIN_URL, PostgresUnavailable
+from tests.live_service import postgres_connect, postgres_url
 
 if TYPE_CHECKING:
     import psycopg
@@ -39,13 +39,7 @@ def empty_postgres_database() -> str:
     """This process's PostgreSQL database, emptied, as a SQLAlchemy URL
     (``PostgresUnavailable`` without a server)."""
     global _postgres_name
-    import psycopg
-
-    try:
-        admin = _connect(POSTGRES_ADMIN_URL)
-    except psycopg.OperationalError as exc:
-        raise PostgresUnavailable(f"no PostgreSQL at {POSTGRES_ADMIN_URL}: {exc}") from exc
-    with admin:
+    with postgres_connect() as admin:
         if _postgres_name is None:
             name = f"foldwise_test_{uuid.uuid4().hex[:12]}"
             admin.execute(f'CREATE DATABASE "{name}"')
@@ -56,7 +50,7 @@ def empty_postgres_database() -> str:
             "WHERE datname = %s AND pid <> pg_backend_pid()",
             (_postgres_name,),
         )
-    with _connect(_database_url(_postgres_name, driver="postgresql")) as conn:
+    with _connect_ours() as conn:
         schemas = conn.execute(
             "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%' "
             "AND nspname <> 'information_schema'"
@@ -64,7 +58,7 @@ def empty_postgres_database() -> str:
         for (schema,) in schemas:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
         conn.execute("CREATE SCHEMA public")
-    return _database_url(_postgres_name, driver="postgresql+psycopg")
+    return postgres_url(_postgres_name)
 
 
 def bring_to_head(url: str) -> None:
@@ -78,33 +72,40 @@ def bring_to_head(url: str) -> None:
         shutil.copyfile(_sqlite(), parsed.database)
         return
     ours = _postgres_name is not None and parsed.database == _postgres_name
-    if ours and _postgres_schema and _postgres_is_empty():
-        import psycopg
-
-        try:
-            with _connect(_database_url(_postgres_name, driver="postgresql")) as conn:
-                with conn.transaction():  # all of it or none: the migrations run instead
-                    conn.execute(_postgres_schema)
-            return
-        except psycopg.Error:  # a pg_dump whose SQL this server does not take
-            _postgres_schema = ""
-    empty = ours and _postgres_schema is None and _postgres_is_empty()
+    empty = ours and _postgres_schema != "" and _postgres_is_empty()
+    if empty and _postgres_schema and _restore_schema(_postgres_schema):
+        return
     _upgrade(url)
-    if empty:
+    if empty and _postgres_schema is None:
         _postgres_schema = _dump_schema()
 
 
 def _postgres_is_empty() -> bool:
     """Whether this process's PostgreSQL database holds no table."""
-    with _connect(_database_url(_postgres_name, driver="postgresql")) as conn:
+    with _connect_ours() as conn:
         row = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone()
     return row is not None and row[0] == 0
+
+
+def _restore_schema(sql: str) -> bool:
+    """Run the dumped schema's ``sql`` in this process's empty database, all of it or none;
+    False (and the dump is no longer used) when the server refuses it."""
+    global _postgres_schema
+    import psycopg
+
+    try:
+        with _connect_ours() as conn, conn.transaction():
+            conn.execute(sql)
+    except psycopg.Error:  # a pg_dump whose SQL this server does not take
+        _postgres_schema = ""
+        return False
+    return True
 
 
 def _dump_schema() -> str:
     """The SQL that makes this process's PostgreSQL database again as it is now, without
     pg_dump's client commands (lines of psql's backslash commands); "" without pg_dump."""
-    url = make_url(_database_url(_postgres_name, driver="postgresql"))
+    url = make_url(postgres_url(_postgres_name, driver="postgresql"))
     args = ["--no-owner", "--no-privileges", "--no-comments", "--inserts"]
     where = ["-h", url.host or "127.0.0.1", "-p", str(url.port or 5432)]
     try:
@@ -147,21 +148,13 @@ def _upgrade(url: str) -> None:
     upgrade_database(url)
 
 
-def _connect(url: str) -> psycopg.Connection:
-    import psycopg
-
-    return psycopg.connect(url, autocommit=True, connect_timeout=5)
-
-
-def _database_url(name: str, driver: str) -> str:
-    return (
-        f"{POSTGRES_ADMIN_URL.rsplit('/', 1)[0].replace('postgresql://', f'{driver}://')}/{name}"
-    )
+def _connect_ours() -> psycopg.Connection:
+    return postgres_connect(postgres_url(_postgres_name, driver="postgresql"))
 
 
 def _drop(name: str) -> None:
     try:
-        with _connect(POSTGRES_ADMIN_URL) as admin:
+        with postgres_connect() as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     except Exception:  # the server may be gone at exit: nothing is left to drop then
         pass

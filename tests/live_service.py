@@ -13,9 +13,12 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
+
+if TYPE_CHECKING:
+    import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDWISE_BIN = Path(sys.executable).parent / "foldwise"
@@ -42,23 +45,33 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def postgres_connect(url: str = POSTGRES_ADMIN_URL) -> psycopg.Connection:
+    """An autocommit connection to the PostgreSQL database at ``url`` (a plain
+    ``postgresql://`` URL; the server's admin database by default); ``PostgresUnavailable``
+    when no server answers."""
+    import psycopg
+
+    try:
+        return psycopg.connect(url, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        raise PostgresUnavailable(f"no PostgreSQL at {url}: {exc}") from exc
+
+
+def postgres_url(name: str, driver: str = "postgresql+psycopg") -> str:
+    """The URL of database ``name`` on the test server, for ``driver``."""
+    return (
+        f"{POSTGRES_ADMIN_URL.rsplit('/', 1)[0].replace('postgresql://', f'{driver}://')}/{name}"
+    )
+
+
 @contextmanager
 def postgres_database() -> Iterator[str]:
     """A new empty PostgreSQL database as a SQLAlchemy URL, dropped afterwards."""
-    import psycopg
-
     name = f"foldwise_test_{uuid.uuid4().hex[:12]}"
-    try:
-        admin = psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=5)
-    except psycopg.OperationalError as exc:
-        raise PostgresUnavailable(f"no PostgreSQL at {POSTGRES_ADMIN_URL}: {exc}") from exc
-    with admin:
+    with postgres_connect() as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
         try:
-            base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0].replace(
-                "postgresql://", "postgresql+psycopg://"
-            )
-            yield f"{base}/{name}"
+            yield postgres_url(name)
         finally:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
