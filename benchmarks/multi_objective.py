@@ -140,14 +140,13 @@ def problems() -> dict[str, Problem]:
 def run_foldwise(name: str, problem: Problem, budget: int, seed: int) -> list[Values]:
     space = TypeAdapter(dict[str, Param]).validate_python(problem.space)
     directions = [Direction.MINIMIZE] * problem.objectives
-    options = {"constraints": "penalty"} if name == "gp-penalty" else {}
     optimizer = create_optimizer(
-        name.removesuffix("-penalty"),
+        "gp" if name in GP_VARIANTS else name,
         space,
         directions=directions if problem.objectives > 1 else None,
         seed=seed,
         budget=budget,
-        options=options,
+        options=GP_VARIANTS.get(name, {}),
     )
     history: list[Observation] = []
     out: list[Values] = []
@@ -190,7 +189,12 @@ def run_optuna(sampler_name: str, problem: Problem, budget: int, seed: int) -> l
     return out
 
 
-FOLDWISE = ("gp", "gp-penalty", "evolution", "random")
+GP_VARIANTS = {
+    "gp-penalty": {"constraints": "penalty"},
+    "gp-parego": {"multi_objective": "parego"},
+}
+"""The GP with options other than its defaults, by method name."""
+FOLDWISE = ("gp", *GP_VARIANTS, "evolution", "random")
 PEERS = ("optuna-nsga2", "optuna-gp")
 
 

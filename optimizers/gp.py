@@ -11,9 +11,13 @@ trials whose folds disagree pull the model less. Log expected improvement
 (:mod:`optimizers.acquisition`); option ``acquisition: ei`` scores with skopt's
 ``gaussian_ei`` and no polishing, as before.
 
-Several objectives are told as one loss: ParEGO's random augmented-Chebyshev scalarisation,
-new weights at every suggestion (:mod:`optimizers.scalarize`). Constraints get a GP each, and
-the acquisition is weighed by the probability that all of them hold
+Several objectives get a GP each, and the acquisition is the log expected hypervolume
+improvement over the front the models predict at the completed trials
+(:mod:`optimizers.gp_front`, :mod:`optimizers.ehvi`). Option ``multi_objective: parego``
+tells them to one GP as one loss instead: ParEGO's random augmented-Chebyshev scalarisation,
+new weights at every suggestion (:mod:`optimizers.scalarize`), which also serves constraints
+told as a penalty and fronts too large to cut into boxes. Constraints get a GP each, and the
+acquisition is weighed by the probability that all of them hold
 (:mod:`optimizers.feasibility`); the incumbent is then the best *feasible* prediction, and
 while no trial is feasible the search looks for feasibility alone. Option ``constraints:
 penalty`` tells infeasible trials as a loss worse than every feasible one instead.
@@ -42,7 +46,7 @@ are refitted at every suggestion by :func:`fit_model`, a few cheap L-BFGS runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from skopt.acquisition import gaussian_ei
@@ -64,6 +68,9 @@ from foldwise.optimizers.output_warp import WARPS, warp_losses
 from foldwise.optimizers.sampling import config_key, sample_unique, sobol_unique
 from foldwise.optimizers.scalarize import scalarize, simplex_weights
 
+if TYPE_CHECKING:
+    from foldwise.optimizers.gp_front import FittedFront
+
 FIT_POINTS = 100
 """Hyperparameters are fitted on at most this many points, then polished on all of them."""
 MAX_POINTS = 5000
@@ -79,6 +86,7 @@ SCALARIZATION_SALT = 7
 GUIDE_SALT = 11
 """Seeds the fit behind :meth:`GPOptimizer.score_candidates` apart from the caller's draws."""
 LIARS = ("believer", "min", "mean", "max")
+MULTI_OBJECTIVE = ("ehvi", "parego")
 ACQUISITIONS = ("ei", "log-ei")
 CONSTRAINT_MODELS = ("probability", "penalty")
 
@@ -98,7 +106,9 @@ class GPOptimizer(BaseOptimizer):
     which bounds the cost of a suggestion however long the study runs; ``warp``
     ("yeo-johnson") how losses are warped before the fit, or "none"
     (:mod:`optimizers.output_warp`); ``constraints`` ("probability") how constraints are
-    modelled, or "penalty" (infeasible trials told as bad losses).
+    modelled, or "penalty" (infeasible trials told as bad losses); ``multi_objective``
+    ("ehvi") the acquisition of several objectives, or "parego" (one random scalarisation per
+    suggestion).
     """
 
     def configure(
@@ -115,6 +125,7 @@ class GPOptimizer(BaseOptimizer):
         warp: str = "yeo-johnson",
         prior: str = "optuna",
         constraints: str = "probability",
+        multi_objective: str = "ehvi",
         **unknown: Any,
     ) -> None:
         super().configure(**unknown)
@@ -131,10 +142,11 @@ class GPOptimizer(BaseOptimizer):
         self.warp = choice_option("warp", warp, WARPS)
         self.prior = choice_option("prior", prior, tuple(PRIORS))
         self.constraint_model = choice_option("constraints", constraints, CONSTRAINT_MODELS)
+        self.front_model = choice_option("multi_objective", multi_objective, MULTI_OBJECTIVE)
         self.encoding = SpaceEncoding(self.space)
         widths = [c.stop - c.start for c in self.encoding.columns.values()]
         self.columns = Columns.of_blocks(widths)  # one length-scale per parameter
-        self._guide_fit: tuple[list, _Fitted] | None = None
+        self._guide_fit: tuple[list, _Fitted | FittedFront] | None = None
         """The model behind ``score_candidates`` and the history digest it was fitted on."""
 
     def suggest(self, count: int) -> list[dict[str, Any]]:
@@ -199,9 +211,16 @@ class GPOptimizer(BaseOptimizer):
             score, _ = self._guide_fit[1].acquisition(self.encoding.encode(running))
             return np.asarray(score(self.encoding.encode(candidates)), dtype=float)
 
-    def _fit(self, rng: np.random.Generator) -> _Fitted:
+    def _fit(self, rng: np.random.Generator) -> _Fitted | FittedFront:
         """The model of the completed trials: hyperparameters, the conditioned GP, the
-        constraints' model, EI's incumbent and the anchors of the acquisition search."""
+        constraints' model, EI's incumbent and the anchors of the acquisition search; with
+        several objectives scored by EHVI, a GP per objective and their front."""
+        if self._scores_hypervolume():
+            from foldwise.optimizers.gp_front import fit_front  # loads moocore
+
+            fitted = fit_front(self, rng)
+            if fitted is not None:
+                return fitted
         y, noise = self._targets()
         rows = keep_rows(y, self.max_points)
         X = self.encoding.encode([self.completed[i].params for i in rows])
@@ -217,6 +236,15 @@ class GPOptimizer(BaseOptimizer):
         anchors = X[np.lexsort((fitted, ranked))[:ANCHORS]]
         return _Fitted(
             self, hyper, X, y, noise, believed, feasibility, best, float(fitted.min()), anchors
+        )
+
+    def _scores_hypervolume(self) -> bool:
+        """Whether several objectives get a GP each and EHVI (else one scalarised GP)."""
+        return (
+            self.multi_objective
+            and self.front_model == "ehvi"
+            and self.constraint_model == "probability"
+            and self.acquisition == "log-ei"
         )
 
     def _feasibility(

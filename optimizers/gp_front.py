@@ -1,0 +1,124 @@
+"""The GP's model of several objectives: a GP per objective, scored by log EHVI.
+
+Each objective's losses are penalised for failures, warped and standardised on their own
+(:mod:`optimizers.output_warp`), each with its trials' fold standard errors as noise, and get
+their own hyperparameters. The front to improve is what the GPs predict at the usable
+(feasible, not failed) completed trials, not their observed means, for the reason EI's
+incumbent is a prediction (:mod:`optimizers.gp`); the reference point is its worst corner
+plus a tenth of its range (:func:`optimizers.ehvi.reference_point`). Running trials are told
+to every GP as lies and join the front, so a batch spreads along it. The constraints' model
+weighs the acquisition as it does for one objective.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from foldwise.optimizers import ehvi
+from foldwise.optimizers.acquisition import Gradient, Score
+from foldwise.optimizers.feasibility import Feasibility
+from foldwise.optimizers.gp import (
+    ANCHORS,
+    GPOptimizer,
+    condition,
+    fit_model,
+    keep_rows,
+    penalize_failures,
+)
+from foldwise.optimizers.gp_model import ExactGP, Hyper
+from foldwise.optimizers.output_warp import warp_losses
+
+
+def fit_front(gp: GPOptimizer, rng: np.random.Generator) -> FittedFront | None:
+    """A GP per objective of ``gp``'s completed trials, the constraints' model, and the front
+    the GPs predict at the usable trials; None when there is no front to improve (nothing
+    feasible succeeded yet) or it needs too many boxes: the scalarised model serves then."""
+    losses = gp.loss_matrix()
+    width = losses.shape[1]
+    errors = np.array([[e or 0.0 for e in o.objective_errors] for o in gp.completed])
+    errors = np.nan_to_num(errors.reshape(len(losses), width), nan=0.0, posinf=0.0)
+    rows = keep_rows(-gp.ranking_fitness(), gp.max_points)
+    X = gp.encoding.encode([gp.completed[i].params for i in rows])
+    targets = [
+        warp_losses(penalize_failures(losses[:, j]), errors[:, j], gp.warp) for j in range(width)
+    ]
+    ys = [y[rows] for y, _ in targets]
+    noises = [noise[rows] for _, noise in targets]
+    hypers = [
+        fit_model(X, y, noise, gp.restarts, rng, gp.columns, gp.prior)
+        for y, noise in zip(ys, noises, strict=True)
+    ]
+    believed = [condition(h, X, y, noise) for h, y, noise in zip(hypers, ys, noises, strict=True)]
+    feasibility, feasible = gp._feasibility(X, rows)
+    usable = feasible & ~np.isnan(losses[rows]).any(axis=1)
+    if not usable.any():
+        return None
+    front = np.column_stack([b.predict(X) for b in believed])[usable]
+    reference = ehvi.reference_point(front)
+    if ehvi.decompose(front, reference) is None:
+        return None
+    ranks = np.where(usable, -gp.ranking_fitness(rows), np.inf)
+    anchors = X[np.argsort(ranks, kind="stable")[:ANCHORS]]
+    return FittedFront(gp, hypers, X, ys, noises, believed, feasibility, front, reference, anchors)
+
+
+@dataclass(frozen=True)
+class FittedFront:
+    """One suggestion's models of several objectives (:func:`fit_front`)."""
+
+    optimizer: GPOptimizer
+    hypers: list[Hyper]
+    X: np.ndarray
+    ys: list[np.ndarray]
+    noises: list[np.ndarray]
+    believed: list[ExactGP]
+    feasibility: Feasibility | None
+    front: np.ndarray
+    """The objectives the GPs predict at the usable (feasible, not failed) trials."""
+    reference: np.ndarray
+    anchors: np.ndarray
+
+    def acquisition(self, X_run: np.ndarray) -> tuple[Score, Gradient]:
+        """Log EHVI (plus the log probability of feasibility) and its gradient, with the
+        running trials at ``X_run`` told as lies to every objective's GP and added to the
+        front, so the next point looks for a different part of it."""
+
+        gp, models, lies = self.optimizer, [], []
+        for hyper, y, noise, believed in zip(
+            self.hypers, self.ys, self.noises, self.believed, strict=True
+        ):
+            told = gp._lies(believed, X_run, y, float(believed.predict(self.X).min()))
+            lies.append(told)
+            models.append(
+                condition(
+                    hyper,
+                    np.vstack([self.X, X_run]),
+                    np.concatenate([y, told]),
+                    np.concatenate([noise, np.zeros(len(X_run))]),
+                )
+            )
+        front = np.vstack([self.front, np.column_stack(lies)]) if len(X_run) else self.front
+        boxes = ehvi.decompose(front, self.reference) or ehvi.decompose(self.front, self.reference)
+        feasibility = self.feasibility or Feasibility(())
+
+        def score(Z: np.ndarray) -> np.ndarray:
+            predictions = [model.predict(Z, return_std=True) for model in models]
+            means = np.column_stack([mean for mean, _ in predictions])
+            stds = np.column_stack([std for _, std in predictions])
+            return ehvi.log_ehvi(means, stds, boxes) + feasibility.log_probability(Z)
+
+        def gradient(Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            parts = [model.predict_gradient(Z) for model in models]
+            value, slope = ehvi.log_ehvi_gradient(
+                np.column_stack([p[0] for p in parts]),
+                np.column_stack([p[1] for p in parts]),
+                [p[2] for p in parts],
+                [p[3] for p in parts],
+                boxes,
+            )
+            log_p, p_slope = feasibility.log_probability_gradient(Z)
+            return value + log_p, slope + p_slope
+
+        return score, gradient
