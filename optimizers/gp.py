@@ -16,7 +16,8 @@ improvement over the front the models predict at the completed trials
 (:mod:`optimizers.gp_front`, :mod:`optimizers.ehvi`). Option ``multi_objective: parego``
 tells them to one GP as one loss instead: ParEGO's random augmented-Chebyshev scalarisation,
 new weights at every suggestion (:mod:`optimizers.scalarize`), which also serves constraints
-told as a penalty and fronts too large to cut into boxes. Constraints get a GP each, and the
+told as a penalty, ``acquisition: ei``, fronts too large to cut into boxes and histories with
+nothing feasible yet. Constraints get a GP each, and the
 acquisition is weighed by the probability that all of them hold
 (:mod:`optimizers.feasibility`); the incumbent is then the best *feasible* prediction, and
 while no trial is feasible the search looks for feasibility alone. Option ``constraints:

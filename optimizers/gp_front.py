@@ -4,9 +4,12 @@ Each objective's losses are penalised for failures, warped and standardised on t
 (:mod:`optimizers.output_warp`), each with its trials' fold standard errors as noise, and get
 their own hyperparameters. The front to improve is what the GPs predict at the usable
 (feasible, not failed) completed trials, not their observed means, for the reason EI's
-incumbent is a prediction (:mod:`optimizers.gp`); the reference point is its worst corner
-plus a tenth of its range (:func:`optimizers.ehvi.reference_point`). Running trials are told
-to every GP as lies and join the front, so a batch spreads along it. The constraints' model
+incumbent is a prediction (:mod:`optimizers.gp`). The reference point is the worst predicted
+value of each objective over all those trials, dominated ones included, plus a tenth of their
+range (:func:`optimizers.ehvi.reference_point`): farther out than BoTorch's rule (the front's
+own worst corner), so the ends of the front keep some worth, as they do against the fixed
+reference points of benchmarks. Running trials are told to every GP as lies (under the
+believer lie they join the front too, so a batch spreads along it). The constraints' model
 weighs the acquisition as it does for one objective.
 """
 
@@ -37,10 +40,19 @@ def fit_front(gp: GPOptimizer, rng: np.random.Generator) -> FittedFront | None:
     feasible succeeded yet) or it needs too many boxes: the scalarised model serves then."""
     losses = gp.loss_matrix()
     width = losses.shape[1]
-    errors = np.array([[e or 0.0 for e in o.objective_errors] for o in gp.completed])
+    errors = np.array(
+        [[e or 0.0 for e in o.objective_errors] if o.ok else [0.0] * width for o in gp.completed]
+    )
     errors = np.nan_to_num(errors.reshape(len(losses), width), nan=0.0, posinf=0.0)
     rows = keep_rows(-gp.ranking_fitness(), gp.max_points)
     X = gp.encoding.encode([gp.completed[i].params for i in rows])
+    feasibility, feasible = gp._feasibility(X, rows)
+    usable = feasible & ~np.isnan(losses[rows]).any(axis=1)
+    observed = losses[rows][usable]
+    # checked on the observed values before any objective is fitted: the front the GPs will
+    # predict is (nearly) the same set of trials
+    if not usable.any() or ehvi.decompose(observed, ehvi.reference_point(observed)) is None:
+        return None
     targets = [
         warp_losses(penalize_failures(losses[:, j]), errors[:, j], gp.warp) for j in range(width)
     ]
@@ -51,10 +63,6 @@ def fit_front(gp: GPOptimizer, rng: np.random.Generator) -> FittedFront | None:
         for y, noise in zip(ys, noises, strict=True)
     ]
     believed = [condition(h, X, y, noise) for h, y, noise in zip(hypers, ys, noises, strict=True)]
-    feasibility, feasible = gp._feasibility(X, rows)
-    usable = feasible & ~np.isnan(losses[rows]).any(axis=1)
-    if not usable.any():
-        return None
     front = np.column_stack([b.predict(X) for b in believed])[usable]
     reference = ehvi.reference_point(front)
     if ehvi.decompose(front, reference) is None:
@@ -76,14 +84,17 @@ class FittedFront:
     believed: list[ExactGP]
     feasibility: Feasibility | None
     front: np.ndarray
-    """The objectives the GPs predict at the usable (feasible, not failed) trials."""
+    """The objectives the GPs predict at the usable (feasible, not failed) trials, dominated
+    ones included (:func:`~optimizers.ehvi.decompose` keeps the non-dominated)."""
     reference: np.ndarray
     anchors: np.ndarray
 
     def acquisition(self, X_run: np.ndarray) -> tuple[Score, Gradient]:
         """Log EHVI (plus the log probability of feasibility) and its gradient, with the
-        running trials at ``X_run`` told as lies to every objective's GP and added to the
-        front, so the next point looks for a different part of it."""
+        running trials at ``X_run`` told as lies to every objective's GP; under the believer
+        lie (the default) they also join the front, so the next point looks for a different
+        part of it (a constant lie is no point of the front: "min" would dominate all of it).
+        Should the lies make the front need too many boxes, the front goes without them."""
 
         gp, models, lies = self.optimizer, [], []
         for hyper, y, noise, believed in zip(
@@ -99,8 +110,11 @@ class FittedFront:
                     np.concatenate([noise, np.zeros(len(X_run))]),
                 )
             )
-        front = np.vstack([self.front, np.column_stack(lies)]) if len(X_run) else self.front
-        boxes = ehvi.decompose(front, self.reference) or ehvi.decompose(self.front, self.reference)
+        boxes = None
+        if len(X_run) and gp.liar == "believer":
+            boxes = ehvi.decompose(np.vstack([self.front, np.column_stack(lies)]), self.reference)
+        if boxes is None:
+            boxes = ehvi.decompose(self.front, self.reference)
         feasibility = self.feasibility or Feasibility(())
 
         def score(Z: np.ndarray) -> np.ndarray:

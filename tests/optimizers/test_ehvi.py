@@ -14,11 +14,14 @@ from foldwise.optimizers import create_optimizer
 from foldwise.optimizers.base import Observation, OptionError
 from foldwise.optimizers.ehvi import (
     MAX_BOXES,
+    Boxes,
     decompose,
     log_ehvi,
     log_ehvi_gradient,
     reference_point,
 )
+from foldwise.optimizers.gp import _Fitted
+from foldwise.optimizers.gp_front import FittedFront
 from foldwise.optimizers.pareto import hypervolume, non_dominated
 from foldwise.spec import Direction
 from tests.optimizers.problems import PLANE, run_study
@@ -47,9 +50,36 @@ def test_the_boxes_cover_what_the_front_leaves_below_the_reference(objectives: i
     assert volume == pytest.approx(math.prod(reference) - hypervolume(front, reference))
 
 
+def _covered(boxes: Boxes, point: np.ndarray) -> int:
+    """How many boxes hold ``point``."""
+    count = 0
+    for low, high in zip(boxes.lower, boxes.upper, strict=True):
+        lows = [boxes.edges[j][i] if i >= 0 else -np.inf for j, i in enumerate(low)]
+        highs = [boxes.edges[j][i] for j, i in enumerate(high)]
+        count += all(a <= x < b for a, x, b in zip(lows, point, highs, strict=True))
+    return count
+
+
+@pytest.mark.parametrize("objectives", [2, 3])
+def test_each_point_the_front_leaves_lies_in_one_box_and_no_other_in_any(objectives: int) -> None:
+    """With duplicate coordinates and rows, dominated points and points on or beyond the
+    reference in the input (the decomposition keeps what matters of them)."""
+    rng = np.random.default_rng(objectives)
+    cloud = np.round(rng.random((14, objectives)), 1)  # shared coordinates
+    cloud = np.vstack([cloud, cloud[:2], np.full(objectives, 1.0), np.full(objectives, 2.0)])
+    reference = np.full(objectives, 1.0)
+    boxes = decompose(cloud, reference)
+    assert boxes is not None
+    for point in rng.random((1500, objectives)) * 1.2 - 0.1:
+        left = np.all(point < reference) and not np.all(cloud <= point, axis=1).any()
+        assert _covered(boxes, point) == int(left), point
+
+
 def test_an_empty_front_leaves_one_box_below_the_reference() -> None:
     boxes = decompose(np.empty((0, 2)), np.array([1.0, 2.0]))
     assert boxes is not None and len(boxes) == 1
+    assert _covered(boxes, np.array([-1e9, 1.99])) == 1
+    assert _covered(boxes, np.array([1.0, 0.0])) == 0
 
 
 @pytest.mark.parametrize("objectives", [2, 3, 4])
@@ -138,10 +168,52 @@ def test_the_gp_spreads_a_batch_along_the_front(option: str) -> None:
     near = [o.params for o in history if o.params["y"] < 0.05]
     assert len(near) >= 8 and np.ptp([p["x"] for p in near]) > 0.5
     optimizer.update(history, [])
+    fitted = optimizer._fit(np.random.default_rng(0))
+    assert isinstance(fitted, FittedFront) == (option == "ehvi")
     batch = optimizer.suggest(3)
     points = np.array([[p["x"], p["y"]] for p in batch])
     gaps = np.sqrt(((points[:, None] - points[None]) ** 2).sum(-1))[np.triu_indices(3, 1)]
     assert gaps.min() > 0.1
+
+
+def _gp(objectives: int, **options: Any) -> Any:
+    directions = (Direction.MINIMIZE,) * objectives
+    return create_optimizer("gp", PLANE, directions=directions, seed=0, options=options)
+
+
+def test_a_failed_trial_is_data_and_the_front_is_scored_by_ehvi() -> None:
+    """A failed trial carries no values (as the service stores it) and stays out of the front."""
+    rng = np.random.default_rng(5)
+    configs = [{"x": a, "y": b} for a, b in rng.random((8, 2))]
+    history = [_tell(c, _two_objectives(c)) for c in configs]
+    history.append(Observation({"x": 0.5, "y": 0.5}, None, failed=True))
+    gp = _gp(2)
+    gp.update(history, [])
+    fitted = gp._fit(np.random.default_rng(0))
+    assert isinstance(fitted, FittedFront) and len(fitted.front) == 8
+    assert len(gp.suggest(2)) == 2
+
+
+def test_the_scalarised_model_serves_when_nothing_is_feasible_or_the_front_is_too_large() -> None:
+    rng = np.random.default_rng(6)
+    configs = [{"x": a, "y": b} for a, b in rng.random((10, 2))]
+    infeasible = [
+        Observation(c, c["x"], values=(c["x"], c["y"]), constraint_gaps=(1.0 - c["x"],))
+        for c in configs
+    ]
+    gp = _gp(2)
+    gp.update(infeasible, [])
+    assert isinstance(gp._fit(np.random.default_rng(0)), _Fitted)
+    # 4 objectives, 20 trials on one simplex: none dominates another, too many boxes to cut
+    weights = rng.dirichlet(np.ones(4), size=20)
+    spread = [
+        Observation({"x": i / 20, "y": 0.5}, float(w[0]), values=tuple(w))
+        for i, w in enumerate(weights)
+    ]
+    gp = _gp(4)
+    gp.update(spread, [])
+    assert isinstance(gp._fit(np.random.default_rng(0)), _Fitted)
+    assert len(gp.suggest(1)) == 1
 
 
 def test_ehvi_is_the_default_and_the_option_is_checked() -> None:
