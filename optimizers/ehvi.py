@@ -40,8 +40,9 @@ REFERENCE_MARGIN = 0.1
 class Boxes:
     """The non-dominated region as boxes: ``edges[j]`` the finite grid coordinates of objective
     ``j`` (the front's values, then the reference), ``lower[b, j]`` the index in ``edges[j]`` of
-    box ``b``'s lower corner (−1: −∞) and ``upper[b, j]`` of its upper corner. The last
-    objective's lower corner is always −∞."""
+    box ``b``'s lower corner (−1: −∞) and ``upper[b, j]`` of its upper corner. Along every
+    objective but the last a box is one grid cell (``lower = upper − 1``); along the last its
+    lower corner is always −∞."""
 
     edges: list[np.ndarray]
     lower: np.ndarray
@@ -87,22 +88,21 @@ def log_ehvi(means: np.ndarray, stds: np.ndarray, boxes: Boxes) -> np.ndarray:
     """Log EHVI of candidates with objective means and standard deviations ``means``,
     ``stds`` (a row per candidate, a column per objective) over the region ``boxes``."""
     m = means.shape[1]
-    # log ψ_j at every finite edge, then the log of each box side's factor ψ(u) − ψ(l)
+    # a box's side along objective j < m − 1 is one grid cell (edges i − 1 to i), and along
+    # the last objective it runs from −∞: each side's log factor is one of k_j per candidate
     sides = []
     for j in range(m):
         mu, sigma = means[:, j : j + 1], stds[:, j : j + 1]
         log_psi = np.log(sigma) + log_h((boxes.edges[j][None, :] - mu) / sigma)
-        low = np.concatenate([np.full((len(mu), 1), -np.inf), log_psi], axis=1)
-        sides.append((log_psi, low))
+        if j < m - 1:
+            below = np.concatenate([np.full((len(mu), 1), -np.inf), log_psi[:, :-1]], axis=1)
+            log_psi = _log_difference(log_psi, below)
+        sides.append(log_psi)
     out = np.empty(len(means))
     step = max(1, CHUNK // max(len(boxes), 1))
     for start in range(0, len(means), step):
         rows = slice(start, start + step)
-        total = np.zeros((len(means[rows]), len(boxes)))
-        for j, (log_psi, low) in enumerate(sides):
-            top = log_psi[rows][:, boxes.upper[:, j]]
-            bottom = low[rows][:, boxes.lower[:, j] + 1]
-            total += _log_difference(top, bottom)
+        total = sum(side[rows][:, boxes.upper[:, j]] for j, side in enumerate(sides))
         out[rows] = logsumexp(total, axis=1)
     return out
 
