@@ -11,11 +11,13 @@ trials whose folds disagree pull the model less. Log expected improvement
 (:mod:`optimizers.acquisition`); option ``acquisition: ei`` scores with skopt's
 ``gaussian_ei`` and no polishing, as before.
 
-Several objectives get a GP each, and the acquisition is the log expected hypervolume
-improvement over the front the models predict at the completed trials
-(:mod:`optimizers.gp_front`, :mod:`optimizers.ehvi`). Option ``multi_objective: parego``
-tells them to one GP as one loss instead: ParEGO's random augmented-Chebyshev scalarisation,
-new weights at every suggestion (:mod:`optimizers.scalarize`), which also serves constraints
+Two objectives get a GP each, and the acquisition is the log expected hypervolume improvement
+over the front the models predict at the completed trials (:mod:`optimizers.gp_front`,
+:mod:`optimizers.ehvi`). Three or four are told to one GP as one loss (option
+``multi_objective`` picks either way for any number): ParEGO's random augmented-Chebyshev
+scalarisation, new weights at every suggestion (:mod:`optimizers.scalarize`). It was ahead on
+the 3-objective DTLZ2 and EHVI on every 2-objective problem of
+``benchmarks/multi_objective.py`` (docs/optimizers.md). ParEGO also serves constraints
 told as a penalty, ``acquisition: ei``, fronts too large to cut into boxes and histories with
 nothing feasible yet. Constraints get a GP each, and the
 acquisition is weighed by the probability that all of them hold
@@ -108,8 +110,8 @@ class GPOptimizer(BaseOptimizer):
     ("yeo-johnson") how losses are warped before the fit, or "none"
     (:mod:`optimizers.output_warp`); ``constraints`` ("probability") how constraints are
     modelled, or "penalty" (infeasible trials told as bad losses); ``multi_objective``
-    ("ehvi") the acquisition of several objectives, or "parego" (one random scalarisation per
-    suggestion).
+    the acquisition of several objectives: "ehvi" (the default for two) or "parego" (one
+    random scalarisation per suggestion; the default for three or four).
     """
 
     def configure(
@@ -126,7 +128,7 @@ class GPOptimizer(BaseOptimizer):
         warp: str = "yeo-johnson",
         prior: str = "optuna",
         constraints: str = "probability",
-        multi_objective: str = "ehvi",
+        multi_objective: str | None = None,
         **unknown: Any,
     ) -> None:
         super().configure(**unknown)
@@ -143,7 +145,10 @@ class GPOptimizer(BaseOptimizer):
         self.warp = choice_option("warp", warp, WARPS)
         self.prior = choice_option("prior", prior, tuple(PRIORS))
         self.constraint_model = choice_option("constraints", constraints, CONSTRAINT_MODELS)
-        self.front_model = choice_option("multi_objective", multi_objective, MULTI_OBJECTIVE)
+        default = "ehvi" if len(self.directions) == 2 else "parego"
+        self.front_model = choice_option(
+            "multi_objective", multi_objective or default, MULTI_OBJECTIVE
+        )
         self.encoding = SpaceEncoding(self.space)
         widths = [c.stop - c.start for c in self.encoding.columns.values()]
         self.columns = Columns.of_blocks(widths)  # one length-scale per parameter

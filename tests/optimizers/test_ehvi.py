@@ -210,15 +210,17 @@ def test_the_scalarised_model_serves_when_nothing_is_feasible_or_the_front_is_to
         Observation({"x": i / 20, "y": 0.5}, float(w[0]), values=tuple(w))
         for i, w in enumerate(weights)
     ]
-    gp = _gp(4)
+    gp = _gp(4, multi_objective="ehvi")
     gp.update(spread, [])
     assert isinstance(gp._fit(np.random.default_rng(0)), _Fitted)
     assert len(gp.suggest(1)) == 1
 
 
-def test_ehvi_is_the_default_and_the_option_is_checked() -> None:
-    directions = (Direction.MINIMIZE, Direction.MINIMIZE)
-    gp = create_optimizer("gp", PLANE, directions=directions, seed=0)
-    assert gp.front_model == "ehvi" and gp._scores_hypervolume()
+def test_ehvi_is_the_default_for_two_objectives_parego_for_more_and_the_option_is_checked() -> (
+    None
+):
+    assert _gp(2).front_model == "ehvi" and _gp(2)._scores_hypervolume()
+    assert _gp(3).front_model == "parego" and not _gp(3)._scores_hypervolume()
+    assert _gp(3, multi_objective="ehvi")._scores_hypervolume()
     with pytest.raises(OptionError, match="multi_objective"):
-        create_optimizer("gp", PLANE, directions=directions, options={"multi_objective": "x"})
+        _gp(2, multi_objective="x")
