@@ -8,9 +8,10 @@ the feasible regret (best feasible value minus the constrained optimum): Branin 
 ``(x1 - 2.5)^2 + (x2 - 7.5)^2 <= 50`` (Gardner et al. 2014's disc; optimum 0.397887, inside
 the disc) and Hartmann6 under ``||x||_2 <= 1.25`` (Ax's tutorial; optimum -3.32237, inside).
 ``gp-penalty`` is the GP with option ``constraints: penalty`` (infeasible trials told as bad
-losses) instead of its models of the constraints, ``gp-parego`` the GP with option
-``multi_objective: parego`` (one random scalarisation per suggestion) instead of expected
-hypervolume improvement. Each run is sequential (one trial at a time)
+losses) instead of its models of the constraints, ``gp-parego`` and ``gp-ehvi`` the GP with
+option ``multi_objective: parego`` (one random scalarisation per suggestion) or ``ehvi``
+(expected hypervolume improvement) whatever the number of objectives (``gp`` takes EHVI for
+two, ParEGO for three). Each run is sequential (one trial at a time)
 and measured after 50 and ``--budget`` evaluations: the hypervolume of its feasible points
 from the reference point (higher is better) or the feasible regret (lower is better). Tables:
 mean ± standard error over seeds, the median, and each method's mean rank per problem (1 best).
@@ -194,6 +195,7 @@ def run_optuna(sampler_name: str, problem: Problem, budget: int, seed: int) -> l
 GP_VARIANTS = {
     "gp-penalty": {"constraints": "penalty"},
     "gp-parego": {"multi_objective": "parego"},
+    "gp-ehvi": {"multi_objective": "ehvi"},
 }
 """The GP with options other than its defaults, by method name."""
 FOLDWISE = ("gp", *GP_VARIANTS, "evolution", "random")
