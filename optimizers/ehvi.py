@@ -12,7 +12,8 @@ the front still gets an order and no underflow to a flat 0 (the log form of Daul
 
 The boxes come from the grid of the front's coordinates: along the last objective, the
 non-dominated cells above one cell of the others form a single run from −∞ up to the lowest
-last coordinate of the front points that dominate that cell's lower corner, so there are at
+last coordinate of the front points at or below that cell's lower corner in the other
+objectives, so there are at
 most ``(n + 1)^(m − 1)`` boxes for ``n`` front points and ``m`` objectives. :data:`MAX_BOXES`
 bounds them (with 4 objectives a large front would need tens of thousands).
 """
@@ -33,7 +34,7 @@ MAX_BOXES = 4096
 CHUNK = 1_000_000
 """Candidates × boxes evaluated at once (memory)."""
 REFERENCE_MARGIN = 0.1
-"""The reference point lies this share of the front's range beyond its worst point."""
+"""The reference point lies this share of the points' range beyond their worst values."""
 
 
 @dataclass(frozen=True)
