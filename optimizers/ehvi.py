@@ -89,16 +89,7 @@ def log_ehvi(means: np.ndarray, stds: np.ndarray, boxes: Boxes) -> np.ndarray:
     """Log EHVI of candidates with objective means and standard deviations ``means``,
     ``stds`` (a row per candidate, a column per objective) over the region ``boxes``."""
     m = means.shape[1]
-    # a box's side along objective j < m − 1 is one grid cell (edges i − 1 to i), and along
-    # the last objective it runs from −∞: each side's log factor is one of k_j per candidate
-    sides = []
-    for j in range(m):
-        mu, sigma = means[:, j : j + 1], stds[:, j : j + 1]
-        log_psi = np.log(sigma) + log_h((boxes.edges[j][None, :] - mu) / sigma)
-        if j < m - 1:
-            below = np.concatenate([np.full((len(mu), 1), -np.inf), log_psi[:, :-1]], axis=1)
-            log_psi = _log_difference(log_psi, below)
-        sides.append(log_psi)
+    sides = [_sides(means[:, j], stds[:, j], boxes.edges[j], j == m - 1)[0] for j in range(m)]
     out = np.empty(len(means))
     step = max(1, CHUNK // max(len(boxes), 1))
     for start in range(0, len(means), step):
@@ -117,27 +108,15 @@ def log_ehvi_gradient(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Log EHVI at a few candidates and its gradient in their encoded coordinates, from each
     objective's mean and standard deviation and their gradients ``d_means[j]``, ``d_stds[j]``
-    (a row per candidate): ``∂ψ(c)/∂μ = −Φ(z)`` and ``∂ψ(c)/∂σ = φ(z)``, each box side's
-    share weighed by its box's share of the sum."""
+    (a row per candidate): each box side's slopes weighed by its box's share of the sum."""
     m = means.shape[1]
     total = np.zeros((len(means), len(boxes)))
     slopes = []
     for j in range(m):
-        mu, sigma = means[:, j : j + 1], stds[:, j : j + 1]
-        z = (boxes.edges[j][None, :] - mu) / sigma
-        log_psi = np.log(sigma) + log_h(z)
-        minus_inf = np.full((len(mu), 1), -np.inf)
-        z_low = np.concatenate([minus_inf, z], axis=1)[:, boxes.lower[:, j] + 1]
-        z_up = z[:, boxes.upper[:, j]]
-        low = np.concatenate([minus_inf, log_psi], axis=1)[:, boxes.lower[:, j] + 1]
-        side = _log_difference(log_psi[:, boxes.upper[:, j]], low)
-        total += side
-        # ∂ log D / ∂μ = −(Φ(z_u) − Φ(z_l)) / D and ∂ log D / ∂σ = (φ(z_u) − φ(z_l)) / D
-        log_cdf = _log_difference(log_ndtr(z_up), log_ndtr(z_low))
-        with np.errstate(over="ignore", invalid="ignore"):
-            d_mu = -np.exp(log_cdf - side)
-            d_sigma = np.exp(_log_pdf(z_up) - side) - np.exp(_log_pdf(z_low) - side)
-        slopes.append((np.nan_to_num(d_mu), np.nan_to_num(d_sigma)))
+        side, d_mu, d_sigma = _sides(means[:, j], stds[:, j], boxes.edges[j], j == m - 1, True)
+        cells = boxes.upper[:, j]
+        total += side[:, cells]
+        slopes.append((d_mu[:, cells], d_sigma[:, cells]))
     value = logsumexp(total, axis=1)
     weights = np.exp(total - value[:, None])
     gradient = np.zeros_like(d_means[0])
@@ -145,6 +124,30 @@ def log_ehvi_gradient(
         gradient += (weights * d_mu).sum(1)[:, None] * d_means[j]
         gradient += (weights * d_sigma).sum(1)[:, None] * d_stds[j]
     return value, gradient
+
+
+def _sides(
+    mu: np.ndarray, sigma: np.ndarray, edges: np.ndarray, last: bool, slopes: bool = False
+) -> tuple[np.ndarray, ...]:
+    """The log factor ``log(ψ(u) − ψ(l))`` of one objective's box sides, a column per upper
+    edge ``u``: ``l`` is the edge before (−∞ for the first) along every objective but the
+    last, −∞ along the last (:class:`Boxes`). With ``slopes``, also its derivatives in μ and
+    σ: ``−(Φ(z_u) − Φ(z_l)) / D`` and ``(φ(z_u) − φ(z_l)) / D``."""
+    z = (edges[None, :] - mu[:, None]) / sigma[:, None]
+    log_psi = np.log(sigma)[:, None] + log_h(z)
+    minus_inf = np.full((len(mu), 1), -np.inf)
+    if last:
+        side, z_low = log_psi, np.full_like(z, -np.inf)
+    else:
+        side = _log_difference(log_psi, np.concatenate([minus_inf, log_psi[:, :-1]], axis=1))
+        z_low = np.concatenate([minus_inf, z[:, :-1]], axis=1)
+    if not slopes:
+        return (side,)
+    log_cdf = _log_difference(log_ndtr(z), log_ndtr(z_low))
+    with np.errstate(over="ignore", invalid="ignore"):
+        d_mu = -np.exp(log_cdf - side)
+        d_sigma = np.exp(_log_pdf(z) - side) - np.exp(_log_pdf(z_low) - side)
+    return side, np.nan_to_num(d_mu), np.nan_to_num(d_sigma)
 
 
 def _log_pdf(z: np.ndarray) -> np.ndarray:

@@ -309,11 +309,9 @@ class GPOptimizer(BaseOptimizer):
             return np.maximum(believed.predict(X), best)
         return np.full(len(X), {"min": y.min(), "mean": y.mean(), "max": y.max()}[self.liar])
 
-    def _targets(self) -> tuple[np.ndarray, np.ndarray]:
-        """Warped, standardised penalised losses, and each point's noise variance in those
-        units. With several objectives the losses are this suggestion's random scalarisation
-        (:mod:`optimizers.scalarize`), which also penalises infeasible trials under
-        ``constraints: penalty``."""
+    def objective_errors(self) -> np.ndarray:
+        """Each completed trial's standard error of each objective, a row per trial: 0 where
+        none is known or the trial failed."""
         width = len(self.directions)
         errors = np.array(
             [
@@ -321,7 +319,14 @@ class GPOptimizer(BaseOptimizer):
                 for o in self.completed
             ]
         ).reshape(len(self.completed), width)
-        errors = np.nan_to_num(errors, nan=0.0, posinf=0.0)
+        return np.nan_to_num(errors, nan=0.0, posinf=0.0)
+
+    def _targets(self) -> tuple[np.ndarray, np.ndarray]:
+        """Warped, standardised penalised losses, and each point's noise variance in those
+        units. With several objectives the losses are this suggestion's random scalarisation
+        (:mod:`optimizers.scalarize`), which also penalises infeasible trials under
+        ``constraints: penalty``."""
+        errors = self.objective_errors()
         if self.constraint_model == "penalty":
             violations = self.violations()
         else:  # the constraints have their own models

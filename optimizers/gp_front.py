@@ -38,12 +38,8 @@ def fit_front(gp: GPOptimizer, rng: np.random.Generator) -> FittedFront | None:
     """A GP per objective of ``gp``'s completed trials, the constraints' model, and the front
     the GPs predict at the usable trials; None when there is no front to improve (nothing
     feasible succeeded yet) or it needs too many boxes: the scalarised model serves then."""
-    losses = gp.loss_matrix()
+    losses, errors = gp.loss_matrix(), gp.objective_errors()
     width = losses.shape[1]
-    errors = np.array(
-        [[e or 0.0 for e in o.objective_errors] if o.ok else [0.0] * width for o in gp.completed]
-    )
-    errors = np.nan_to_num(errors.reshape(len(losses), width), nan=0.0, posinf=0.0)
     rows = keep_rows(-gp.ranking_fitness(), gp.max_points)
     X = gp.encoding.encode([gp.completed[i].params for i in rows])
     feasibility, feasible = gp._feasibility(X, rows)
@@ -63,13 +59,17 @@ def fit_front(gp: GPOptimizer, rng: np.random.Generator) -> FittedFront | None:
         for y, noise in zip(ys, noises, strict=True)
     ]
     believed = [condition(h, X, y, noise) for h, y, noise in zip(hypers, ys, noises, strict=True)]
-    front = np.column_stack([b.predict(X) for b in believed])[usable]
+    predicted = np.column_stack([b.predict(X) for b in believed])
+    front = predicted[usable]
     reference = ehvi.reference_point(front)
     if ehvi.decompose(front, reference) is None:
         return None
     ranks = np.where(usable, -gp.ranking_fitness(rows), np.inf)
     anchors = X[np.argsort(ranks, kind="stable")[:ANCHORS]]
-    return FittedFront(gp, hypers, X, ys, noises, believed, feasibility, front, reference, anchors)
+    return FittedFront(
+        gp, hypers, X, ys, noises, believed, feasibility, predicted.min(axis=0), front, reference,
+        anchors,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,8 @@ class FittedFront:
     noises: list[np.ndarray]
     believed: list[ExactGP]
     feasibility: Feasibility | None
+    floors: np.ndarray
+    """Each objective's best predicted loss: no running trial is told a better one."""
     front: np.ndarray
     """The objectives the GPs predict at the usable (feasible, not failed) trials, dominated
     ones included (:func:`~optimizers.ehvi.decompose` keeps the non-dominated)."""
@@ -97,10 +99,10 @@ class FittedFront:
         Should the lies make the front need too many boxes, the front goes without them."""
 
         gp, models, lies = self.optimizer, [], []
-        for hyper, y, noise, believed in zip(
-            self.hypers, self.ys, self.noises, self.believed, strict=True
+        for hyper, y, noise, believed, floor in zip(
+            self.hypers, self.ys, self.noises, self.believed, self.floors, strict=True
         ):
-            told = gp._lies(believed, X_run, y, float(believed.predict(self.X).min()))
+            told = gp._lies(believed, X_run, y, float(floor))
             lies.append(told)
             models.append(
                 condition(
