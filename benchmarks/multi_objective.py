@@ -1,24 +1,31 @@
-"""Several objectives and constraints: foldwise's optimizers next to Optuna's, same budgets,
-same information (every optimizer is told the values only, no noise).
+"""Several objectives and constraints: foldwise's optimizers next to Optuna's and Ax's, same
+budgets, same information (every optimizer is told the values only: no noise, no reference
+point).
 
-Problems (all in minimisation form, BoTorch's definitions and reference points): ZDT1 and ZDT2
-(6 dimensions, reference point (11, 11)), DTLZ2 (3 objectives, 6 dimensions, (1.1, 1.1, 1.1)),
-BraninCurrin (2 dimensions, (18, 6)); and two constrained single-objective problems scored by
-the feasible regret (best feasible value minus the constrained optimum): Branin under
-``(x1 - 2.5)^2 + (x2 - 7.5)^2 <= 50`` (Gardner et al. 2014's disc; optimum 0.397887, inside
-the disc) and Hartmann6 under ``||x||_2 <= 1.25`` (Ax's tutorial; optimum -3.32237, inside).
-``gp-penalty`` is the GP with option ``constraints: penalty`` (infeasible trials told as bad
-losses) instead of its models of the constraints, ``gp-parego`` and ``gp-ehvi`` the GP with
-option ``multi_objective: parego`` (one random scalarisation per suggestion) or ``ehvi``
-(expected hypervolume improvement) whatever the number of objectives (``gp`` takes EHVI for
-two, ParEGO for three). Each run is sequential (one trial at a time)
-and measured after 50 and ``--budget`` evaluations: the hypervolume of its feasible points
-from the reference point (higher is better) or the feasible regret (lower is better). Tables:
-mean ± standard error over seeds, the median, and each method's mean rank per problem (1 best).
-Optuna comes from ``make bench-peers``; without it only foldwise's methods run.
+The problems and their reference points are in ``benchmarks/multi_objective_problems.py``: ZDT1,
+ZDT2, DTLZ2 (3 objectives), BraninCurrin, the NAS CNN on the digits (validation error against
+parameter count, 3 folds, from a table), and Branin and Hartmann6 each under one inequality
+constraint (scored by the feasible regret). The peers are in
+``benchmarks/multi_objective_peers.py``. ``gp-penalty`` is the GP with option
+``constraints: penalty`` (infeasible trials told as bad losses) instead of its models of the
+constraints, ``gp-parego`` and ``gp-ehvi`` the GP with option ``multi_objective: parego`` (one
+random scalarisation per suggestion) or ``ehvi`` (expected hypervolume improvement) whatever
+the number of objectives (``gp`` takes EHVI for two, ParEGO for three). Each run is sequential
+(one trial at a time) and measured after 50 and ``--budget`` evaluations: the hypervolume of
+its feasible points from the reference point (higher is better) or the feasible regret (lower
+is better). Tables: mean ± standard error over seeds, the median, and each method's mean rank
+per problem (1 best).
+
+Every run is stored (``benchmarks/results/multi_objective.jsonl``, one line per problem,
+budget, method and seed, keyed by the code or library version as in ``benchmarks/optimizers.py``),
+so a stopped run resumes, processes on separate cores combine, and ``--report-only`` prints the
+tables of what is stored. The peers come from ``make bench-peers``; without them only foldwise's
+methods run.
 
     .venv/bin/python -m benchmarks.multi_objective --seeds 20 --budget 100
-    .venv/bin/python -m benchmarks.multi_objective --seeds 2 --budget 12 --checkpoint 6  # smoke
+    .venv/bin/python -m benchmarks.multi_objective --seeds 20 --report-only
+    .venv/bin/python -m benchmarks.multi_objective --seeds 2 --budget 12 --checkpoint 6 \\
+        --results /tmp/runs.jsonl  # smoke
 """
 
 from __future__ import annotations
@@ -28,116 +35,33 @@ import math
 import statistics
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pydantic import TypeAdapter  # noqa: E402
 
-from benchmarks.problems import branin, hartmann6  # noqa: E402
+from benchmarks import multi_objective_peers as peers  # noqa: E402
+from benchmarks.multi_objective_problems import Problem, Values, problems  # noqa: E402
+from benchmarks.optimizer_results import ROOT, ResultStore, Run, code_version  # noqa: E402
+from benchmarks.optimizer_tables import print_against_best_peer, print_ranks  # noqa: E402
 from foldwise.optimizers import create_optimizer  # noqa: E402
 from foldwise.optimizers.base import Observation  # noqa: E402
 from foldwise.optimizers.pareto import hypervolume  # noqa: E402
 from foldwise.space import Param  # noqa: E402
 from foldwise.spec import Direction  # noqa: E402
 
-Values = tuple[list[float], float]
-"""A configuration's objectives (minimisation form) and its constraint's signed gap to the
-limit (positive: broken by that much; zero or negative: feasible)."""
-
-BRANIN_OPTIMUM = 0.397887
-HARTMANN6_OPTIMUM = -3.32237
-
-
-@dataclass(frozen=True)
-class Problem:
-    name: str
-    space: dict[str, dict[str, Any]]
-    evaluate: Callable[[dict[str, Any]], Values]
-    reference: list[float] | None
-    """The hypervolume's reference point; None for a constrained single-objective problem."""
-    optimum: float = 0.0
-    """A constrained single-objective problem's feasible optimum."""
-
-    @property
-    def objectives(self) -> int:
-        return 1 if self.reference is None else len(self.reference)
-
-
-def _unit(dims: int) -> dict[str, dict[str, Any]]:
-    return {f"x{i}": {"type": "float", "low": 0.0, "high": 1.0} for i in range(dims)}
-
-
-def _vector(config: dict[str, Any]) -> np.ndarray:
-    return np.array([config[f"x{i}"] for i in range(len(config))])
-
-
-def zdt(x: np.ndarray, concave: bool) -> list[float]:
-    """ZDT1 (convex front) or ZDT2 (concave front): f1 = x0, f2 = g (1 - h(f1 / g))."""
-    g = 1 + 9 * float(np.mean(x[1:]))
-    ratio = x[0] / g
-    return [float(x[0]), g * (1 - (ratio**2 if concave else math.sqrt(ratio)))]
-
-
-def dtlz2(x: np.ndarray, objectives: int = 3) -> list[float]:
-    g = float(np.sum((x[objectives - 1 :] - 0.5) ** 2))
-    angles = x[: objectives - 1] * math.pi / 2
-    out = []
-    for i in range(objectives):
-        value = 1 + g
-        value *= float(np.prod(np.cos(angles[: objectives - 1 - i])))
-        if i > 0:
-            value *= math.sin(angles[objectives - 1 - i])
-        out.append(value)
-    return out
-
-
-def branin_currin(x: np.ndarray) -> list[float]:
-    x0, x1 = float(x[0]), float(x[1])
-    b = branin({"x1": 15 * x0 - 5, "x2": 15 * x1})
-    factor = 1 - math.exp(-1 / (2 * x1)) if x1 > 0 else 1.0
-    currin = factor * (2300 * x0**3 + 1900 * x0**2 + 2092 * x0 + 60)
-    currin /= 100 * x0**3 + 500 * x0**2 + 4 * x0 + 20
-    return [b, currin]
-
-
-def constrained_branin(config: dict[str, Any]) -> Values:
-    x1, x2 = config["x1"], config["x2"]
-    return [branin(config)], ((x1 - 2.5) ** 2 + (x2 - 7.5) ** 2 - 50.0) / 50.0
-
-
-def constrained_hartmann6(config: dict[str, Any]) -> Values:
-    x = _vector(config)
-    return [hartmann6(x)], (float(np.linalg.norm(x)) - 1.25) / 1.25
-
-
-def problems() -> dict[str, Problem]:
-    return {
-        "ZDT1": Problem("ZDT1", _unit(6), lambda c: (zdt(_vector(c), False), 0.0), [11.0, 11.0]),
-        "ZDT2": Problem("ZDT2", _unit(6), lambda c: (zdt(_vector(c), True), 0.0), [11.0, 11.0]),
-        "DTLZ2": Problem("DTLZ2", _unit(6), lambda c: (dtlz2(_vector(c)), 0.0), [1.1] * 3),
-        "BraninCurrin": Problem(
-            "BraninCurrin", _unit(2), lambda c: (branin_currin(_vector(c)), 0.0), [18.0, 6.0]
-        ),
-        "Branin+disc": Problem(
-            "Branin+disc",
-            {
-                "x1": {"type": "float", "low": -5.0, "high": 10.0},
-                "x2": {"type": "float", "low": 0.0, "high": 15.0},
-            },
-            constrained_branin,
-            None,
-            BRANIN_OPTIMUM,
-        ),
-        "Hartmann6+ball": Problem(
-            "Hartmann6+ball", _unit(6), constrained_hartmann6, None, HARTMANN6_OPTIMUM
-        ),
-    }
+RESULTS = ROOT / "benchmarks" / "results" / "multi_objective.jsonl"
+GP_VARIANTS = {
+    "gp-penalty": {"constraints": "penalty"},
+    "gp-parego": {"multi_objective": "parego"},
+    "gp-ehvi": {"multi_objective": "ehvi"},
+}
+"""The GP with options other than its defaults, by method name."""
+FOLDWISE = ("gp", *GP_VARIANTS, "evolution", "random")
 
 
 def run_foldwise(name: str, problem: Problem, budget: int, seed: int) -> list[Values]:
@@ -164,42 +88,51 @@ def run_foldwise(name: str, problem: Problem, budget: int, seed: int) -> list[Va
     return out
 
 
-def run_optuna(sampler_name: str, problem: Problem, budget: int, seed: int) -> list[Values]:
-    import optuna
+def version_of(method: str) -> str:
+    """What a stored run must match: foldwise's optimizer code or the peer's library."""
+    return code_version() if method in FOLDWISE else peers.version(method)
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    out: list[Values] = []
-    constrained = problem.reference is None
 
-    def constraints(trial: Any) -> list[float]:
-        return [trial.user_attrs["gap"]]
-
-    options = {"seed": seed, **({"constraints_func": constraints} if constrained else {})}
-    if sampler_name == "optuna-nsga2":
-        sampler = optuna.samplers.NSGAIISampler(**options)
+def run_method(method: str, problem: Problem, budget: int, seed: int) -> Run:
+    """Run (and time) one method's run; stored rows are each evaluation's objectives followed
+    by its constraint gap."""
+    started = time.perf_counter()
+    if method in FOLDWISE:
+        run = run_foldwise(method, problem, budget, seed)
     else:
-        sampler = optuna.samplers.GPSampler(**options)
-    study = optuna.create_study(directions=["minimize"] * problem.objectives, sampler=sampler)
-
-    def objective(trial: Any) -> Any:
-        config = {k: trial.suggest_float(k, p["low"], p["high"]) for k, p in problem.space.items()}
-        values, gap = problem.evaluate(config)
-        trial.set_user_attr("gap", gap)
-        out.append((values, gap))
-        return values if problem.objectives > 1 else values[0]
-
-    study.optimize(objective, budget)
-    return out
+        run = peers.run_peer(method, problem, budget, seed)
+    seconds = (time.perf_counter() - started) / budget
+    rows = [[*values, gap] for values, gap in run]
+    return Run(f"{problem.name}:{budget}", method, seed, version_of(method), rows, seconds)
 
 
-GP_VARIANTS = {
-    "gp-penalty": {"constraints": "penalty"},
-    "gp-parego": {"multi_objective": "parego"},
-    "gp-ehvi": {"multi_objective": "ehvi"},
-}
-"""The GP with options other than its defaults, by method name."""
-FOLDWISE = ("gp", *GP_VARIANTS, "evolution", "random")
-PEERS = ("optuna-nsga2", "optuna-gp")
+def collect(
+    chosen: list[Problem],
+    methods: list[str],
+    seeds: int,
+    budget: int,
+    store: ResultStore,
+    *,
+    run: bool,
+) -> dict[tuple[str, str], dict[int, Run]]:
+    """runs[problem, method][seed], from the store, running (and storing) what is missing."""
+    runs: dict[tuple[str, str], dict[int, Run]] = {}
+    for problem in chosen:
+        for seed in range(seeds):
+            for method in methods:
+                key = f"{problem.name}:{budget}"
+                found = store.get(key, method, seed, version_of(method))
+                if found is None and run:
+                    found = run_method(method, problem, budget, seed)
+                    store.add(found)
+                    print(f"  {problem.name} {method} seed {seed}: done", file=sys.stderr)
+                if found is not None:
+                    runs.setdefault((problem.name, method), {})[seed] = found
+    return runs
+
+
+def as_values(run: Run) -> list[Values]:
+    return [(row[:-1], row[-1]) for row in run.values]
 
 
 def score(problem: Problem, runs: list[Values]) -> float:
@@ -219,85 +152,94 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", type=int, default=100)
     parser.add_argument("--checkpoint", type=int, default=50, help="also scored after this many")
     parser.add_argument("--problems", default=",".join(problems()))
-    parser.add_argument("--methods", default=",".join(FOLDWISE + PEERS))
+    parser.add_argument("--methods", default=",".join(FOLDWISE + peers.PEERS))
+    parser.add_argument("--results", type=Path, default=RESULTS, help="stored runs (JSON lines)")
+    parser.add_argument("--report-only", action="store_true", help="run nothing, print tables")
     args = parser.parse_args(argv)
     chosen = [problems()[name] for name in args.problems.split(",")]
-    methods = [m for m in args.methods.split(",") if m in FOLDWISE or _has_optuna()]
-    skipped = [m for m in args.methods.split(",") if m not in methods]
+    asked = [m for m in args.methods.split(",") if m]
+    methods = [m for m in asked if m in FOLDWISE or peers.available(m)]
+    skipped = [m for m in asked if m not in methods]
     points = sorted({min(args.checkpoint, args.budget), args.budget})
-    scores: dict[tuple[str, str, int], list[float]] = {}
-    seconds: dict[str, list[float]] = {m: [] for m in methods}
-    for problem in chosen:
-        for seed in range(args.seeds):
-            for method in methods:
-                started = time.perf_counter()
-                run = (run_foldwise if method in FOLDWISE else run_optuna)(
-                    method, problem, args.budget, seed
-                )
-                seconds[method].append((time.perf_counter() - started) / args.budget)
-                for n in points:
-                    scores.setdefault((problem.name, method, n), []).append(
-                        score(problem, run[:n])
-                    )
-            print(f"  {problem.name} seed {seed}: done", file=sys.stderr)
-    print_tables(chosen, methods, points, scores, seconds, args.seeds, skipped)
+    store = ResultStore(args.results)
+    with threadpool_limits(limits=1):  # one core per run, as benchmarks/optimizers.py
+        runs = collect(chosen, methods, args.seeds, args.budget, store, run=not args.report_only)
+    print(f"command: {' '.join(sys.argv)}")
+    print_tables(chosen, methods, points, runs, skipped)
 
 
-def _has_optuna() -> bool:
-    try:
-        import optuna  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def print_tables(chosen, methods, points, scores, seconds, seeds, skipped) -> None:
+def print_tables(
+    chosen: list[Problem],
+    methods: list[str],
+    points: list[int],
+    runs: dict[tuple[str, str], dict[int, Run]],
+    skipped: list[str],
+) -> None:
+    """Per checkpoint: the scores, the mean ranks and ``gp`` against the best peer (both over
+    the seeds the compared methods share, as ``benchmarks/optimizer_tables.py`` ranks)."""
     print(
-        f"{seeds} seeds, sequential, every optimizer told the values only. Hypervolume of the "
-        "feasible points from the reference point (higher is better); constrained problems: "
-        "feasible regret (lower is better). mean ± s.e. (median)."
+        "Sequential runs, every optimizer told the values only. Hypervolume of the feasible "
+        "points from the reference point (higher is better); constrained problems: feasible "
+        "regret (lower is better). mean ± s.e. (median) [seeds]. Ranks and the paired "
+        "comparison use the hypervolume's shortfall from the best any shown run reached."
     )
     if skipped:
         print(f"Not run (install with make bench-peers): {', '.join(skipped)}.")
+    names = [p.name for p in chosen]
     for n in points:
-        print(f"\n### After {n} evaluations\n")
+        print(f"\n## After {n} evaluations\n")
         print("| problem | reference | " + " | ".join(methods) + " |")
         print("|---|---|" + "---:|" * len(methods))
-        ranks: dict[str, list[float]] = {m: [] for m in methods}
+        shortfalls: dict[str, dict[str, dict[int, float]]] = {}
         for problem in chosen:
-            higher = problem.reference is not None
-            means = {m: statistics.fmean(scores[(problem.name, m, n)]) for m in methods}
-            for m in methods:  # ties share the mean of the ranks they span
-                better = sum(
-                    (means[o] > means[m]) if higher else (means[o] < means[m]) for o in methods
-                )
-                tied = sum(means[o] == means[m] for o in methods)
-                ranks[m].append(better + (tied + 1) / 2)
-            cells = [score_cell(scores[(problem.name, m, n)]) for m in methods]
-            ref = (
-                "regret"
-                if not higher
-                else "(" + ", ".join(f"{r:g}" for r in problem.reference) + ")"
-            )
+            scores = {
+                m: {
+                    seed: score(problem, as_values(r)[:n])
+                    for seed, r in runs.get((problem.name, m), {}).items()
+                }
+                for m in methods
+            }
+            shortfalls[problem.name] = as_shortfalls(problem, scores)
+            ref = "regret"
+            if problem.reference is not None:
+                ref = "(" + ", ".join(f"{r:g}" for r in problem.reference) + ")"
+            cells = [score_cell(list(scores[m].values())) for m in methods]
             print(f"| {problem.name} | {ref} | " + " | ".join(cells) + " |")
-        print(
-            "| mean rank | | "
-            + " | ".join(f"{statistics.fmean(ranks[m]):.2f}" for m in methods)
-            + " |"
-        )
+        print_ranks(shortfalls, names, methods)
+        shown_peers = [m for m in methods if m in peers.PEERS]
+        if "gp" in methods and shown_peers:
+            print_against_best_peer(shortfalls, names, "gp", shown_peers)
     print("\n| method | seconds per suggestion (mean over every run) |\n|---|---:|")
     for m in methods:
-        print(f"| {m} | {statistics.fmean(seconds[m]):.4f} |")
+        seconds = [
+            r.seconds for (_, name), by_seed in runs.items() if name == m for r in by_seed.values()
+        ]
+        if seconds:
+            print(f"| {m} | {statistics.fmean(seconds):.4f} |")
+
+
+def as_shortfalls(
+    problem: Problem, scores: dict[str, dict[int, float]]
+) -> dict[str, dict[int, float]]:
+    """Lower is better: the regret as it is, a hypervolume as its shortfall from the largest
+    any shown run reached on the problem."""
+    if problem.reference is None:
+        return scores
+    best = max((v for by_seed in scores.values() for v in by_seed.values()), default=0.0)
+    return {m: {seed: best - v for seed, v in by_seed.items()} for m, by_seed in scores.items()}
 
 
 def score_cell(values: list[float]) -> str:
-    """``mean ± s.e. (median)``; a regret is infinite in a run with no feasible point yet,
-    which the cell says (the mean is then infinite too, and ranks last)."""
+    """``mean ± s.e. (median) [runs]``; a regret is infinite in a run with no feasible point
+    yet, which the cell says (the mean is then infinite too, and ranks last)."""
+    if not values:
+        return "–"
     finite = [v for v in values if math.isfinite(v)]
     if len(finite) < len(values):
         return f"inf ({len(values) - len(finite)} of {len(values)} runs found none feasible)"
     se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0
-    return f"{statistics.fmean(values):.4g} ± {se:.2g} ({statistics.median(values):.4g})"
+    mean, median = statistics.fmean(values), statistics.median(values)
+    return f"{mean:.4g} ± {se:.2g} ({median:.4g}) [{len(values)}]"
 
 
 if __name__ == "__main__":

@@ -126,9 +126,10 @@ def ax_parameters(space: Space) -> list:
     parameters = []
     for name, p in space.items():
         if p["type"] == "categorical":
+            kind = {bool: "bool", int: "int", float: "float"}.get(type(p["choices"][0]), "str")
             parameters.append(
                 ChoiceParameterConfig(
-                    name=name, parameter_type="str", values=p["choices"], is_ordered=False
+                    name=name, parameter_type=kind, values=p["choices"], is_ordered=False
                 )
             )
             continue

@@ -1,7 +1,8 @@
 """Stored runs of the optimizer benchmark, so that runs on separate cores and days combine.
 
 One JSON line per (problem, method, seed): the objective values in evaluation order and the
-mean seconds per suggestion. Each line carries the version of what produced it: the hash of
+mean seconds per suggestion (``benchmarks/multi_objective.py`` keeps its runs the same way, in
+a file of its own). Each line carries the version of what produced it: the hash of
 ``optimizers/`` for foldwise's methods, the library version for a peer. Only lines of the
 current version count, so a change to the GP reruns the GP and nothing else.
 """
@@ -24,7 +25,9 @@ class Run:
     method: str
     seed: int
     version: str
-    values: list[float]
+    values: list[float] | list[list[float]]
+    """The objective value of each evaluation in order (the multi-objective benchmark: each
+    evaluation's objectives followed by its constraint gap)."""
     seconds: float
     """Mean seconds per suggestion, the objective's time excluded."""
 

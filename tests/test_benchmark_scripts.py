@@ -4,12 +4,14 @@ when it prints its tables. ``test_every_script_has_a_smoke_run`` keeps the list 
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.browser import require_chromium
@@ -76,9 +78,12 @@ SMOKE_RUNS = {
             "6",
             "--methods",
             "gp,evolution,random",
+            "--results",
+            "{tmp}/runs.jsonl",
         ],
-        "| mean rank | |",
+        "| BraninCurrin | Branin+disc | Hartmann6+ball | DigitsCNN | all |",
     ),
+    "digits_cnn_table": (["--limit", "1", "--out", "{tmp}/table.json"], "| architectures |"),
     "cluster": (
         ["--reps", "2", "--trials", "1", "--epochs", "1", "--folds", "2", "--node-loss", "1"],
         "| local Ray (4 CPUs) |",
@@ -123,4 +128,55 @@ def test_a_constrained_cell_says_how_many_runs_found_nothing_feasible() -> None:
     from benchmarks.multi_objective import score_cell
 
     assert score_cell([1.0, math.inf, math.inf]) == "inf (2 of 3 runs found none feasible)"
-    assert score_cell([1.0, 3.0]) == "2 ± 1 (2)"
+    assert score_cell([1.0, 3.0]) == "2 ± 1 (2) [2]"
+    assert score_cell([]) == "–"
+
+
+def test_multi_objective_runs_are_stored_and_resume(tmp_path: Path, capsys) -> None:
+    """A second call runs only the seeds the store lacks, and ``--report-only`` runs none: the
+    tables come from the stored runs (a stopped benchmark loses nothing it finished)."""
+    from benchmarks.multi_objective import main
+
+    results = tmp_path / "runs.jsonl"
+    args = ["--budget", "4", "--checkpoint", "2", "--problems", "ZDT1,Branin+disc"]
+    args += ["--methods", "random", "--results", str(results)]
+    main(["--seeds", "1", *args])
+    assert len(results.read_text().splitlines()) == 2
+    first = capsys.readouterr().out
+    main(["--seeds", "2", "--report-only", *args])
+    assert len(results.read_text().splitlines()) == 2
+    assert "[1]" in capsys.readouterr().out
+    main(["--seeds", "2", *args])
+    assert len(results.read_text().splitlines()) == 4
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    assert {(r["problem"], r["seed"]) for r in lines} == {
+        (p, s) for p in ("ZDT1:4", "Branin+disc:4") for s in (0, 1)
+    }
+    assert all(len(r["values"]) == 4 for r in lines)
+    assert all(len(row) == 3 for r in lines if r["problem"] == "ZDT1:4" for row in r["values"])
+    [zdt1_row, *_] = [line for line in first.splitlines() if line.startswith("| ZDT1 |")]
+    assert zdt1_row.endswith("[1] |")
+
+
+def test_the_digits_cnn_table_covers_its_space_and_ignores_absent_blocks() -> None:
+    """Every configuration of the space names a row of the shipped table (two that differ only
+    in a block they do not have name the same one), and the rows hold plausible values."""
+    from benchmarks import digits_cnn_table as table
+    from benchmarks.multi_objective_problems import problems
+    from foldwise.optimizers.pareto import hypervolume
+
+    rows = table.load_table()
+    assert len(rows) == len(table.architectures()) == 672
+    config = {"blocks": 1, "log2_channels_1": 3, "log2_channels_2": 5, "log2_channels_3": 4}
+    config |= {"kernel": 5, "pool": "avg", "dense": 64}
+    assert table.key(config) == table.key(config | {"log2_channels_2": 2}) == "8|k5|avg|d64"
+    assert table.key(config) != table.key(config | {"blocks": 2})
+    assert all(0 <= r["error"] < 100 and r["se"] >= 0 and r["params"] > 0 for r in rows.values())
+    values, gap = problems()["DigitsCNN"].evaluate(config)
+    assert values == [rows["8|k5|avg|d64"]["error"], rows["8|k5|avg|d64"]["params"] / 1000]
+    assert gap == 0.0
+    reference = np.array(problems()["DigitsCNN"].reference)
+    points = np.array([[r["error"], r["params"] / 1000] for r in rows.values()])
+    front = points[[not np.any(np.all(points <= p, 1) & np.any(points < p, 1)) for p in points]]
+    assert len(front) >= 10 and np.all(front < reference)  # the reference cuts none of it
+    assert hypervolume(points, reference) == pytest.approx(1298.7, abs=0.05)
