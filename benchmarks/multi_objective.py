@@ -35,7 +35,9 @@ import math
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -94,14 +96,26 @@ def version_of(method: str) -> str:
 
 
 def run_method(method: str, problem: Problem, budget: int, seed: int) -> Run:
-    """Run (and time) one method's run; stored rows are each evaluation's objectives followed
-    by its constraint gap."""
+    """Run one method's run, timing the optimizer alone (not the objective, not the peer's
+    import); stored rows are each evaluation's objectives followed by its constraint gap."""
+    if method not in FOLDWISE:
+        peers.prepare(method)
+    in_objective = [0.0]
+
+    def evaluate(config: dict[str, Any]) -> Values:
+        started = time.perf_counter()
+        try:
+            return problem.evaluate(config)
+        finally:
+            in_objective[0] += time.perf_counter() - started
+
+    timed = replace(problem, evaluate=evaluate)
     started = time.perf_counter()
     if method in FOLDWISE:
-        run = run_foldwise(method, problem, budget, seed)
+        run = run_foldwise(method, timed, budget, seed)
     else:
-        run = peers.run_peer(method, problem, budget, seed)
-    seconds = (time.perf_counter() - started) / budget
+        run = peers.run_peer(method, timed, budget, seed)
+    seconds = (time.perf_counter() - started - in_objective[0]) / budget
     rows = [[*values, gap] for values, gap in run]
     return Run(f"{problem.name}:{budget}", method, seed, version_of(method), rows, seconds)
 
@@ -132,6 +146,7 @@ def collect(
 
 
 def as_values(run: Run) -> list[Values]:
+    """A stored run's evaluations as (objectives, constraint gap)."""
     return [(row[:-1], row[-1]) for row in run.values]
 
 
@@ -158,6 +173,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     chosen = [problems()[name] for name in args.problems.split(",")]
     asked = [m for m in args.methods.split(",") if m]
+    unknown = [m for m in asked if m not in FOLDWISE + peers.PEERS]
+    if unknown:
+        parser.error(f"unknown methods {unknown}; known: {', '.join(FOLDWISE + peers.PEERS)}")
     methods = [m for m in asked if m in FOLDWISE or peers.available(m)]
     skipped = [m for m in asked if m not in methods]
     points = sorted({min(args.checkpoint, args.budget), args.budget})
@@ -181,7 +199,8 @@ def print_tables(
         "Sequential runs, every optimizer told the values only. Hypervolume of the feasible "
         "points from the reference point (higher is better); constrained problems: feasible "
         "regret (lower is better). mean ± s.e. (median) [seeds]. Ranks and the paired "
-        "comparison use the hypervolume's shortfall from the best any shown run reached."
+        "comparison use the hypervolume's shortfall from the best any shown run reached, "
+        "so there gp − peer < 0 means gp is better."
     )
     if skipped:
         print(f"Not run (install with make bench-peers): {', '.join(skipped)}.")
@@ -237,8 +256,10 @@ def score_cell(values: list[float]) -> str:
     finite = [v for v in values if math.isfinite(v)]
     if len(finite) < len(values):
         return f"inf ({len(values) - len(finite)} of {len(values)} runs found none feasible)"
-    se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0
     mean, median = statistics.fmean(values), statistics.median(values)
+    if len(values) == 1:
+        return f"{mean:.4g} [1]"
+    se = statistics.stdev(values) / math.sqrt(len(values))
     return f"{mean:.4g} ± {se:.2g} ({median:.4g}) [{len(values)}]"
 
 

@@ -7,30 +7,48 @@ outcome constraints for one). Installed by ``make bench-peers``, never by the pa
 
 from __future__ import annotations
 
+import importlib
 import logging
 import warnings
+from importlib.metadata import PackageNotFoundError
 from typing import Any
 
 from benchmarks.multi_objective_problems import Problem, Values
 from benchmarks.optimizer_peers import ax_parameters, optuna_config, peer_version
 
 PEERS = ("optuna-nsga2", "optuna-gp", "ax")
+RUNNER_FILES = ("multi_objective_peers.py", "optimizer_peers.py")
+"""The code between a peer and the problems; its hash is part of a stored run's version."""
+
+
+def library(name: str) -> str:
+    """The library behind a peer (a name not in ``PEERS`` is refused)."""
+    if name not in PEERS:
+        raise ValueError(f"unknown peer {name!r}; peers: {', '.join(PEERS)}")
+    return name.split("-")[0]
 
 
 def available(name: str) -> bool:
     """Whether the library behind a peer is installed."""
     try:
-        peer_version(name.split("-")[0])
-    except Exception:  # importlib.metadata.PackageNotFoundError
+        peer_version(library(name))
+    except PackageNotFoundError:
         return False
     return True
 
 
 def version(name: str) -> str:
-    return peer_version(name.split("-")[0])
+    """What a stored run of the peer must match: its library's version."""
+    return peer_version(library(name))
+
+
+def prepare(name: str) -> None:
+    """Import the peer's library, so that a timed run does not time the import."""
+    importlib.import_module(library(name))
 
 
 def run_peer(name: str, problem: Problem, budget: int, seed: int) -> list[Values]:
+    """One sequential run of ``budget`` evaluations: each evaluation's values and gap."""
     import torch
 
     torch.set_num_threads(1)  # one core per run, as foldwise's
@@ -42,6 +60,7 @@ def run_peer(name: str, problem: Problem, budget: int, seed: int) -> list[Values
 
 
 def run_optuna(sampler_name: str, problem: Problem, budget: int, seed: int) -> list[Values]:
+    """Optuna's NSGA-II or GP sampler, minimising every objective, the gap as its constraint."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -52,10 +71,11 @@ def run_optuna(sampler_name: str, problem: Problem, budget: int, seed: int) -> l
         return [trial.user_attrs["gap"]]
 
     options = {"seed": seed, **({"constraints_func": constraints} if constrained else {})}
-    if sampler_name == "optuna-nsga2":
-        sampler = optuna.samplers.NSGAIISampler(**options)
-    else:
-        sampler = optuna.samplers.GPSampler(**options)
+    samplers = {
+        "optuna-nsga2": optuna.samplers.NSGAIISampler,
+        "optuna-gp": optuna.samplers.GPSampler,
+    }
+    sampler = samplers[sampler_name](**options)
     study = optuna.create_study(directions=["minimize"] * problem.objectives, sampler=sampler)
 
     def objective(trial: Any) -> Any:

@@ -32,6 +32,9 @@ HARTMANN6_OPTIMUM = -3.32237
 
 @dataclass(frozen=True)
 class Problem:
+    """A problem in minimisation form: its space (study-spec form), what a configuration
+    scores, and how a run is judged."""
+
     name: str
     space: dict[str, dict[str, Any]]
     evaluate: Callable[[dict[str, Any]], Values]
@@ -92,7 +95,18 @@ def constrained_hartmann6(config: dict[str, Any]) -> Values:
     return [hartmann6(x)], (float(np.linalg.norm(x)) - 1.25) / 1.25
 
 
+DIGITS_CNN_REFERENCE = [25.0, 60.0]
+"""Validation error (%) and thousands of parameters a front point must beat to count."""
+
+
+def digits_cnn(config: dict[str, Any]) -> Values:
+    """The table's mean validation error (%) and thousands of parameters of an architecture."""
+    row = digits_cnn_table.load_table()[digits_cnn_table.key(config)]
+    return [row["error"], row["params"] / 1000.0], 0.0
+
+
 def problems() -> dict[str, Problem]:
+    """Every problem of the benchmark, by name."""
     return {
         "ZDT1": Problem("ZDT1", _unit(6), lambda c: (zdt(_vector(c), False), 0.0), [11.0, 11.0]),
         "ZDT2": Problem("ZDT2", _unit(6), lambda c: (zdt(_vector(c), True), 0.0), [11.0, 11.0]),
@@ -117,13 +131,3 @@ def problems() -> dict[str, Problem]:
             "DigitsCNN", digits_cnn_table.space(), digits_cnn, DIGITS_CNN_REFERENCE
         ),
     }
-
-
-DIGITS_CNN_REFERENCE = [25.0, 60.0]
-"""Validation error (%) and thousands of parameters a front point must beat to count."""
-
-
-def digits_cnn(config: dict[str, Any]) -> Values:
-    """The table's mean validation error (%) and thousands of parameters of an architecture."""
-    row = digits_cnn_table.load_table()[digits_cnn_table.key(config)]
-    return [row["error"], row["params"] / 1000.0], 0.0

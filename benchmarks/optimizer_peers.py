@@ -126,7 +126,10 @@ def ax_parameters(space: Space) -> list:
     parameters = []
     for name, p in space.items():
         if p["type"] == "categorical":
-            kind = {bool: "bool", int: "int", float: "float"}.get(type(p["choices"][0]), "str")
+            kinds = {type(choice) for choice in p["choices"]}
+            if len(kinds) > 1:
+                raise ValueError(f"{name}: Ax takes choices of one type, got {kinds}")
+            kind = {bool: "bool", int: "int", float: "float"}.get(kinds.pop(), "str")
             parameters.append(
                 ChoiceParameterConfig(
                     name=name, parameter_type=kind, values=p["choices"], is_ordered=False

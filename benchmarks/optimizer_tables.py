@@ -129,7 +129,7 @@ def print_against_best_peer(regrets: dict, names: list[str], ours: str, peers: l
             continue
         a = np.array([regrets[n][ours][s] for s in shared])
         b = np.array([regrets[n][best][s] for s in shared])
-        diff = a - b
+        diff = np.where(np.isinf(a) & np.isinf(b), 0.0, a - b)  # neither found a feasible point
         p = wilcoxon(a, b).pvalue if np.any(diff != 0) else 1.0
         verdict = f"{p:.3g}"
         if p < 0.05:

@@ -129,6 +129,7 @@ def test_a_constrained_cell_says_how_many_runs_found_nothing_feasible() -> None:
 
     assert score_cell([1.0, math.inf, math.inf]) == "inf (2 of 3 runs found none feasible)"
     assert score_cell([1.0, 3.0]) == "2 ± 1 (2) [2]"
+    assert score_cell([2.5]) == "2.5 [1]"
     assert score_cell([]) == "–"
 
 
@@ -147,6 +148,7 @@ def test_multi_objective_runs_are_stored_and_resume(tmp_path: Path, capsys) -> N
     assert len(results.read_text().splitlines()) == 2
     assert "[1]" in capsys.readouterr().out
     main(["--seeds", "2", *args])
+    capsys.readouterr()
     assert len(results.read_text().splitlines()) == 4
     lines = [json.loads(line) for line in results.read_text().splitlines()]
     assert {(r["problem"], r["seed"]) for r in lines} == {
@@ -156,6 +158,12 @@ def test_multi_objective_runs_are_stored_and_resume(tmp_path: Path, capsys) -> N
     assert all(len(row) == 3 for r in lines if r["problem"] == "ZDT1:4" for row in r["values"])
     [zdt1_row, *_] = [line for line in first.splitlines() if line.startswith("| ZDT1 |")]
     assert zdt1_row.endswith("[1] |")
+    other_budget = [a if a != "4" else "6" for a in args]  # stored runs of 4 do not count
+    main(["--seeds", "2", "--report-only", *other_budget])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ZDT1 |")]
+    assert rows and all(row.endswith("| – |") for row in rows)
+    with pytest.raises(SystemExit):  # a mistyped method is refused, not run as another
+        main(["--seeds", "1", *args, "--methods", "optuna-tpe"])
 
 
 def test_the_digits_cnn_table_covers_its_space_and_ignores_absent_blocks() -> None:
