@@ -31,6 +31,8 @@ methods run.
 from __future__ import annotations
 
 import argparse
+import functools
+import hashlib
 import math
 import statistics
 import sys
@@ -57,13 +59,19 @@ from foldwise.space import Param  # noqa: E402
 from foldwise.spec import Direction  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "multi_objective.jsonl"
+PROBLEM_FILES = (
+    "multi_objective_problems.py",
+    "problems.py",
+    "digits_cnn_table.py",
+    "results/digits_cnn.json",
+)
 GP_VARIANTS = {
     "gp-penalty": {"constraints": "penalty"},
     "gp-parego": {"multi_objective": "parego"},
     "gp-ehvi": {"multi_objective": "ehvi"},
 }
 """The GP with options other than its defaults, by method name."""
-FOLDWISE = ("gp", *GP_VARIANTS, "evolution", "random")
+FOLDWISE = ("gp", *GP_VARIANTS, "evolution", "nas_evolution", "random")
 
 
 def run_foldwise(name: str, problem: Problem, budget: int, seed: int) -> list[Values]:
@@ -91,8 +99,20 @@ def run_foldwise(name: str, problem: Problem, budget: int, seed: int) -> list[Va
 
 
 def version_of(method: str) -> str:
-    """What a stored run must match: foldwise's optimizer code or the peer's library."""
-    return code_version() if method in FOLDWISE else peers.version(method)
+    """What a stored run must match: foldwise's optimizer code or the peer's library and
+    runner, and the problems."""
+    base = code_version() if method in FOLDWISE else peers.version(method)
+    return f"{base}|{problems_version()}"
+
+
+@functools.cache
+def problems_version() -> str:
+    """A short hash of what defines the problems (their code and the digits table): a change
+    to any of it makes a new version, so runs of an older problem are not mixed in."""
+    digest = hashlib.sha256()
+    for file in PROBLEM_FILES:
+        digest.update((ROOT / "benchmarks" / file).read_bytes())
+    return "problems-" + digest.hexdigest()[:12]
 
 
 def run_method(method: str, problem: Problem, budget: int, seed: int) -> Run:

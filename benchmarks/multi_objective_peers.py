@@ -7,10 +7,13 @@ outcome constraints for one). Installed by ``make bench-peers``, never by the pa
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib
 import logging
 import warnings
 from importlib.metadata import PackageNotFoundError
+from pathlib import Path
 from typing import Any
 
 from benchmarks.multi_objective_problems import Problem, Values
@@ -37,9 +40,13 @@ def available(name: str) -> bool:
     return True
 
 
+@functools.cache
 def version(name: str) -> str:
-    """What a stored run of the peer must match: its library's version."""
-    return peer_version(library(name))
+    """What a stored run of the peer must match: its library's version and the runners' code."""
+    digest = hashlib.sha256()
+    for file in RUNNER_FILES:
+        digest.update((Path(__file__).parent / file).read_bytes())
+    return f"{peer_version(library(name))}|runner-{digest.hexdigest()[:12]}"
 
 
 def prepare(name: str) -> None:
