@@ -16,11 +16,12 @@ its feasible points from the reference point (higher is better) or the feasible 
 is better). Tables: mean ± standard error over seeds, the median, and each method's mean rank
 per problem (1 best).
 
-Every run is stored (``benchmarks/results/multi_objective.jsonl``, one line per problem,
-budget, method and seed, keyed by the code or library version as in ``benchmarks/optimizers.py``),
-so a stopped run resumes, processes on separate cores combine, and ``--report-only`` prints the
-tables of what is stored. The peers come from ``make bench-peers``; without them only foldwise's
-methods run.
+Every run is stored (``benchmarks/results/multi_objective.jsonl``, one line per problem, budget,
+method and seed), keyed as in ``benchmarks/optimizers.py`` by foldwise's optimizer code or the
+peer's library (and its runner's code), and by what defines the problems (their code and the
+digits table): a change to any of it reruns what it touches. A stopped run resumes, processes on
+separate cores combine, and ``--report-only`` prints the tables of what is stored. The peers
+come from ``make bench-peers``; without them only foldwise's methods run.
 
     .venv/bin/python -m benchmarks.multi_objective --seeds 20 --budget 100
     .venv/bin/python -m benchmarks.multi_objective --seeds 20 --report-only
