@@ -138,7 +138,12 @@ def run_method(method: str, problem: Problem, budget: int, seed: int) -> Run:
         run = peers.run_peer(method, timed, budget, seed)
     seconds = (time.perf_counter() - started - in_objective[0]) / budget
     rows = [[*values, gap] for values, gap in run]
-    return Run(f"{problem.name}:{budget}", method, seed, version_of(method), rows, seconds)
+    return Run(run_key(problem, budget), method, seed, version_of(method), rows, seconds)
+
+
+def run_key(problem: Problem, budget: int) -> str:
+    """The name a run is stored under: runs of one budget never stand in for another's."""
+    return f"{problem.name}:{budget}"
 
 
 def collect(
@@ -153,9 +158,9 @@ def collect(
     """runs[problem, method][seed], from the store, running (and storing) what is missing."""
     runs: dict[tuple[str, str], dict[int, Run]] = {}
     for problem in chosen:
+        key = run_key(problem, budget)
         for seed in range(seeds):
             for method in methods:
-                key = f"{problem.name}:{budget}"
                 found = store.get(key, method, seed, version_of(method))
                 if found is None and run:
                     found = run_method(method, problem, budget, seed)
