@@ -1,7 +1,8 @@
 """The GP's model of several objectives: a GP per objective, scored by log EHVI.
 
 Each objective's losses are penalised for failures, warped and standardised on their own
-(:mod:`optimizers.output_warp`), each with its trials' fold standard errors as noise, and get
+(:mod:`optimizers.output_warp`, with a warp that never saturates: the front spans each
+objective's whole range), each with its trials' fold standard errors as noise, and get
 their own hyperparameters. The front to improve is what the GPs predict at the usable
 (feasible, not failed) completed trials, not their observed means, for the reason EI's
 incumbent is a prediction (:mod:`optimizers.gp`). The reference point is the worst predicted
@@ -50,7 +51,8 @@ def fit_front(gp: GPOptimizer, rng: np.random.Generator) -> FittedFront | None:
     if not usable.any() or ehvi.decompose(observed, ehvi.reference_point(observed)) is None:
         return None
     targets = [
-        warp_losses(penalize_failures(losses[:, j]), errors[:, j], gp.warp) for j in range(width)
+        warp_losses(penalize_failures(losses[:, j]), errors[:, j], gp.warp, unbounded=True)
+        for j in range(width)
     ]
     ys = [y[rows] for y, _ in targets]
     noises = [noise[rows] for _, noise in targets]

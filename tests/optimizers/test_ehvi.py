@@ -22,6 +22,7 @@ from foldwise.optimizers.ehvi import (
 )
 from foldwise.optimizers.gp import _Fitted
 from foldwise.optimizers.gp_front import FittedFront
+from foldwise.optimizers.output_warp import warp_losses
 from foldwise.optimizers.pareto import hypervolume, non_dominated
 from foldwise.spec import Direction
 from tests.optimizers.problems import PLANE, run_study
@@ -224,3 +225,23 @@ def test_ehvi_is_the_default_for_two_objectives_parego_for_more_and_the_option_i
     assert _gp(3, multi_objective="ehvi")._scores_hypervolume()
     with pytest.raises(OptionError, match="multi_objective"):
         _gp(2, multi_objective="x")
+
+
+def test_each_objective_of_a_front_is_warped_without_saturating() -> None:
+    """The models of a front see parameter counts through a warp that keeps the far end of
+    the range apart (λ ≥ 0), as the front runs across it."""
+    counts = [0.36, 0.54, 0.69, 0.75, 1.37, 1.5, 2.73, 2.99, 5.45, 14.3, 27.8, 33.8]
+    rng = np.random.default_rng(3)
+    history = [
+        _tell({"x": a, "y": b}, (1.0 / count, count))
+        for (a, b), count in zip(rng.random((len(counts), 2)), counts, strict=True)
+    ]
+    gp = _gp(2)
+    gp.update(history, [])
+    fitted = gp._fit(np.random.default_rng(0))
+    assert isinstance(fitted, FittedFront)
+    size = np.array(counts)
+    expected, _ = warp_losses(size, np.zeros(len(size)), unbounded=True)
+    assert np.allclose(fitted.ys[1], expected)
+    bounded, _ = warp_losses(size, np.zeros(len(size)))
+    assert not np.allclose(fitted.ys[1], bounded)
