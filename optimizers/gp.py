@@ -15,7 +15,8 @@ Two objectives get a GP each, and the acquisition is the log expected hypervolum
 over the front the models predict at the completed trials (:mod:`optimizers.gp_front`,
 :mod:`optimizers.ehvi`). Three or four are told to one GP as one loss (option
 ``multi_objective`` picks either way for any number): ParEGO's random augmented-Chebyshev
-scalarisation, new weights at every suggestion (:mod:`optimizers.scalarize`). It was ahead on
+scalarisation, new weights at every suggestion and for every further member of a batch
+(qParEGO, :mod:`optimizers.scalarize`). It was ahead on
 the 3-objective DTLZ2 and EHVI on every 2-objective problem of
 ``benchmarks/multi_objective.py`` (docs/optimizers.md). ParEGO also serves constraints
 told as a penalty, ``acquisition: ei``, fronts too large to cut into boxes and histories with
@@ -179,7 +180,11 @@ class GPOptimizer(BaseOptimizer):
     ) -> list[dict[str, Any]]:
         fitted = self._fit(rng)
         running, batch = [*self.pending, *chosen], []
-        for _ in range(count):
+        for member in range(count):
+            if member and self.multi_objective and isinstance(fitted, _Fitted):
+                # qParEGO: each member of a batch gets its own scalarisation, so the batch
+                # spreads along the front instead of around the one point a weighting favours
+                fitted = self._fit(rng, member)
             X_run = self.encoding.encode(running)
             score, gradient = fitted.acquisition(X_run)
             X = fitted.X
@@ -217,17 +222,19 @@ class GPOptimizer(BaseOptimizer):
             score, _ = self._guide_fit[1].acquisition(self.encoding.encode(running))
             return np.asarray(score(self.encoding.encode(candidates)), dtype=float)
 
-    def _fit(self, rng: np.random.Generator) -> _Fitted | FittedFront:
+    def _fit(self, rng: np.random.Generator, member: int = 0) -> _Fitted | FittedFront:
         """The model of the completed trials: hyperparameters, the conditioned GP, the
         constraints' model, EI's incumbent and the anchors of the acquisition search; with
-        several objectives scored by EHVI, a GP per objective and their front."""
+        several objectives scored by EHVI, a GP per objective and their front. ``member`` is
+        the place in the batch being chosen: several objectives told as one loss get a
+        scalarisation of their own for each."""
         if self._scores_hypervolume():
             from foldwise.optimizers.gp_front import fit_front  # loads moocore
 
             fitted = fit_front(self, rng)
             if fitted is not None:
                 return fitted
-        y, noise = self._targets()
+        y, noise = self._targets(member)
         rows = keep_rows(y, self.max_points)
         X = self.encoding.encode([self.completed[i].params for i in rows])
         y, noise = y[rows], noise[rows]
@@ -321,11 +328,11 @@ class GPOptimizer(BaseOptimizer):
         ).reshape(len(self.completed), width)
         return np.nan_to_num(errors, nan=0.0, posinf=0.0)
 
-    def _targets(self) -> tuple[np.ndarray, np.ndarray]:
+    def _targets(self, member: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Warped, standardised penalised losses, and each point's noise variance in those
-        units. With several objectives the losses are this suggestion's random scalarisation
-        (:mod:`optimizers.scalarize`), which also penalises infeasible trials under
-        ``constraints: penalty``."""
+        units. With several objectives the losses are a random scalarisation
+        (:mod:`optimizers.scalarize`), drawn anew for each suggestion and each ``member`` of a
+        batch, which also penalises infeasible trials under ``constraints: penalty``."""
         errors = self.objective_errors()
         if self.constraint_model == "penalty":
             violations = self.violations()
@@ -334,7 +341,8 @@ class GPOptimizer(BaseOptimizer):
         if not self.multi_objective and not violations.any():
             losses, errors = self.losses(), errors[:, 0]
         else:
-            weights = simplex_weights(len(self.directions), self.rng(SCALARIZATION_SALT))
+            salt = (SCALARIZATION_SALT, member) if member else (SCALARIZATION_SALT,)
+            weights = simplex_weights(len(self.directions), self.rng(*salt))
             losses, errors = scalarize(self.loss_matrix(), errors, violations, weights)
         return warp_losses(penalize_failures(losses), errors, self.warp)
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from foldwise.optimizers import create_optimizer
+from foldwise.optimizers.acquisition import MIN_GAP
 from foldwise.optimizers.base import Observation, OptionError
 from foldwise.optimizers.ehvi import (
     MAX_BOXES,
@@ -153,9 +154,11 @@ def _tell(config: dict[str, Any], values: tuple[float, float]) -> Observation:
 
 @pytest.mark.parametrize("option", ["ehvi", "parego"])
 def test_the_gp_spreads_a_batch_along_the_front(option: str) -> None:
-    """With both acquisitions the GP reaches the front (y = 0) and covers it; a batch of three
-    suggestions lands in three places apart (each told to the models as a lie before the
-    next is chosen), not around one spot."""
+    """With both acquisitions the GP reaches the front (y = 0) and covers it. Under EHVI a
+    batch of three suggestions lands in three places apart (each joins the front as a lie
+    before the next is chosen); under ParEGO each member has a weighting of its own, and two
+    weightings may favour nearby parts of the front, so the batch spans the front without
+    any two members being near-copies."""
     directions = (Direction.MINIMIZE, Direction.MINIMIZE)
     optimizer = create_optimizer(
         "gp",
@@ -174,7 +177,25 @@ def test_the_gp_spreads_a_batch_along_the_front(option: str) -> None:
     batch = optimizer.suggest(3)
     points = np.array([[p["x"], p["y"]] for p in batch])
     gaps = np.sqrt(((points[:, None] - points[None]) ** 2).sum(-1))[np.triu_indices(3, 1)]
-    assert gaps.min() > 0.1
+    if option == "ehvi":
+        assert gaps.min() > 0.1
+    else:
+        assert gaps.max() > 0.3 and gaps.min() >= MIN_GAP
+
+
+def test_parego_gives_each_member_of_a_batch_its_own_weighting() -> None:
+    """qParEGO: the first member keeps the suggestion's weighting (a lone suggestion is what
+    it was), every further member draws its own, so a batch covers several parts of a front."""
+    rng = np.random.default_rng(7)
+    history = [
+        _tell({"x": a, "y": b}, (a, b, 1.0 - a * b)) for a, b in rng.random((12, 2))
+    ]  # fmt: skip
+    gp = _gp(3)
+    gp.update(history, [])
+    first, _ = gp._targets()
+    assert np.allclose(gp._targets(0)[0], first)
+    members = [gp._targets(member)[0] for member in (1, 2)]
+    assert not np.allclose(members[0], first) and not np.allclose(members[1], members[0])
 
 
 def _gp(objectives: int, **options: Any) -> Any:
