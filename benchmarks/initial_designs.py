@@ -1,0 +1,122 @@
+"""Whose first trials decide a constrained Hartmann6 run: foldwise's GP and Optuna's GPSampler,
+each started from its own first 10 trials and from the other's.
+
+On ``Hartmann6+ball`` (``benchmarks/multi_objective.py``) a run either finds Hartmann6's global
+basin or ends on the ball's edge near its local one (feasible regret 0.136). Each optimizer
+draws its 10 initial trials at random with its own generator, so two optimizers with the same
+seed start from different points. This swaps them: every seed runs each optimizer from
+foldwise's first 10 trials and from Optuna's (replayed to foldwise as history, enqueued to
+Optuna), then 90 more of its own. If an optimizer ends in the local basin from one design and
+not from the other, the design decided the run, not the optimizer.
+
+    make bench-peers
+    .venv/bin/python -m benchmarks.initial_designs --seeds 20     # about 40 CPU-minutes
+
+Prints the mean and median feasible regret after 100 evaluations and the runs left above
+0.05 (in the local basin), per optimizer and design.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter
+from threadpoolctl import threadpool_limits
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.multi_objective_problems import Problem, problems  # noqa: E402
+from benchmarks.optimizer_peers import optuna_config  # noqa: E402
+from foldwise.optimizers import Observation, create_optimizer  # noqa: E402
+from foldwise.space import Param  # noqa: E402
+
+PROBLEM = "Hartmann6+ball"
+BUDGET = 100
+INITIAL = 10
+STUCK = 0.05
+"""Feasible regret above which a run counts as left in a local basin."""
+
+Design = list[dict[str, Any]]
+
+
+def observe(problem: Problem, config: dict[str, Any]) -> Observation:
+    values, gap = problem.evaluate(config)
+    return Observation(config, values[0], constraint_gaps=(gap,))
+
+
+def foldwise_run(problem: Problem, seed: int, design: Design | None) -> list[Observation]:
+    """foldwise's GP, one trial at a time, from ``design`` (None: its own random trials)."""
+    space = TypeAdapter(dict[str, Param]).validate_python(problem.space)
+    optimizer = create_optimizer("gp", space, seed=seed, budget=BUDGET)
+    history = [observe(problem, config) for config in design or []]
+    while len(history) < BUDGET:
+        optimizer.update(history, [])
+        [config] = optimizer.suggest(1)
+        history.append(observe(problem, config))
+    return history
+
+
+def optuna_run(problem: Problem, seed: int, design: Design | None) -> list[Observation]:
+    """Optuna's GPSampler with the gap as its constraint, from ``design`` (enqueued) or its
+    own random trials."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    history: list[Observation] = []
+
+    def constraints(trial: Any) -> list[float]:
+        return [trial.user_attrs["gap"]]
+
+    sampler = optuna.samplers.GPSampler(seed=seed, constraints_func=constraints)
+    study = optuna.create_study(sampler=sampler)
+    for config in design or []:
+        study.enqueue_trial(config)
+
+    def objective(trial: Any) -> float:
+        observation = observe(problem, optuna_config(trial, problem.space))
+        trial.set_user_attr("gap", observation.constraint_gaps[0])
+        history.append(observation)
+        return observation.value
+
+    study.optimize(objective, BUDGET)
+    return history
+
+
+def regret(problem: Problem, history: list[Observation]) -> float:
+    feasible = [o.value for o in history if o.constraint_gaps[0] <= 0]
+    return min(feasible) - problem.optimum if feasible else float("inf")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=20)
+    args = parser.parse_args(argv)
+    problem = problems()[PROBLEM]
+    runners = {"foldwise gp": foldwise_run, "Optuna GPSampler": optuna_run}
+    regrets: dict[tuple[str, str], list[float]] = {}
+    with threadpool_limits(limits=1):
+        for seed in range(args.seeds):
+            own = {name: run(problem, seed, None) for name, run in runners.items()}
+            designs = {name: [o.params for o in h[:INITIAL]] for name, h in own.items()}
+            for name, run in runners.items():
+                for source, design in designs.items():
+                    history = own[name] if source == name else run(problem, seed, design)
+                    regrets.setdefault((name, source), []).append(regret(problem, history))
+            print(f"  seed {seed}: done", file=sys.stderr)
+    print(f"{PROBLEM}, {BUDGET} evaluations, {args.seeds} seeds; first {INITIAL} trials from:\n")
+    print("| optimizer | design | mean regret | median | runs above 0.05 |")
+    print("|---|---|---:|---:|---:|")
+    for (name, source), values in regrets.items():
+        stuck = sum(v > STUCK for v in values)
+        print(
+            f"| {name} | {source}'s | {statistics.fmean(values):.4g} | "
+            f"{statistics.median(values):.3g} | {stuck} of {len(values)} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
