@@ -6,14 +6,16 @@ basin or ends on the ball's edge near its local one (feasible regret 0.136). Eac
 draws its 10 initial trials at random with its own generator, so two optimizers with the same
 seed start from different points. This swaps them: every seed runs each optimizer from
 foldwise's first 10 trials and from Optuna's (replayed to foldwise as history, enqueued to
-Optuna), then 90 more of its own. If an optimizer ends in the local basin from one design and
-not from the other, the design decided the run, not the optimizer.
+Optuna), then 90 more of its own. foldwise's random draws are seeded by its seed and the
+history, so a swapped design also changes its later draws; a control row runs foldwise from its
+own design with another seed (``seed + 1000``), which changes the later draws and keeps the
+design. Where the control ends in the same basin as the run it controls, the design decided.
 
     make bench-peers
     .venv/bin/python -m benchmarks.initial_designs --seeds 20     # about 40 CPU-minutes
 
 Prints the mean and median feasible regret after 100 evaluations and the runs left above
-0.05 (in the local basin), per optimizer and design.
+0.05 (in the local basin), per optimizer and design, then which seeds each of them left there.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ BUDGET = 100
 INITIAL = 10
 STUCK = 0.05
 """Feasible regret above which a run counts as left in a local basin."""
+CONTROL_SEED = 1000
+"""Added to the seed of the control row: other later draws, the same first trials."""
 
 Design = list[dict[str, Any]]
 
@@ -105,16 +109,20 @@ def main(argv: list[str] | None = None) -> None:
             for name, run in runners.items():
                 for source, design in designs.items():
                     history = own[name] if source == name else run(problem, seed, design)
-                    regrets.setdefault((name, source), []).append(regret(problem, history))
+                    regrets.setdefault((name, f"{source}'s"), []).append(regret(problem, history))
+            control = foldwise_run(problem, seed + CONTROL_SEED, designs["foldwise gp"])
+            row = ("foldwise gp", f"foldwise gp's, seed + {CONTROL_SEED}")
+            regrets.setdefault(row, []).append(regret(problem, control))
             print(f"  seed {seed}: done", file=sys.stderr)
     print(f"{PROBLEM}, {BUDGET} evaluations, {args.seeds} seeds; first {INITIAL} trials from:\n")
-    print("| optimizer | design | mean regret | median | runs above 0.05 |")
-    print("|---|---|---:|---:|---:|")
+    print("| optimizer | design | mean regret | median | runs above 0.05 | their seeds |")
+    print("|---|---|---:|---:|---:|---|")
     for (name, source), values in regrets.items():
-        stuck = sum(v > STUCK for v in values)
+        stuck = [seed for seed, v in enumerate(values) if v > STUCK]
         print(
-            f"| {name} | {source}'s | {statistics.fmean(values):.4g} | "
-            f"{statistics.median(values):.3g} | {stuck} of {len(values)} |"
+            f"| {name} | {source} | {statistics.fmean(values):.4g} | "
+            f"{statistics.median(values):.3g} | {len(stuck)} of {len(values)} | "
+            f"{' '.join(map(str, stuck)) or '-'} |"
         )
 
 

@@ -112,7 +112,7 @@ class GPOptimizer(BaseOptimizer):
     (:mod:`optimizers.output_warp`); ``constraints`` ("probability") how constraints are
     modelled, or "penalty" (infeasible trials told as bad losses); ``multi_objective``
     the acquisition of several objectives: "ehvi" (the default for two) or "parego" (one
-    random scalarisation per suggestion; the default for three or four).
+    random scalarisation per suggestion and batch member; the default for three or four).
     """
 
     def configure(
@@ -181,7 +181,7 @@ class GPOptimizer(BaseOptimizer):
         fitted = self._fit(rng)
         running, batch = [*self.pending, *chosen], []
         for member in range(count):
-            if member and self.multi_objective and isinstance(fitted, _Fitted):
+            if member and self._rescalarizes(fitted):
                 # qParEGO: each member of a batch gets its own scalarisation, so the batch
                 # spreads along the front instead of around the one point a weighting favours
                 fitted = self._fit(rng, member)
@@ -227,8 +227,9 @@ class GPOptimizer(BaseOptimizer):
         constraints' model, EI's incumbent and the anchors of the acquisition search; with
         several objectives scored by EHVI, a GP per objective and their front. ``member`` is
         the place in the batch being chosen: several objectives told as one loss get a
-        scalarisation of their own for each."""
-        if self._scores_hypervolume():
+        scalarisation of their own for each, under the model the batch's first member chose
+        (:meth:`_rescalarizes`), so only the first tries EHVI."""
+        if member == 0 and self._scores_hypervolume():
             from foldwise.optimizers.gp_front import fit_front  # loads moocore
 
             fitted = fit_front(self, rng)
@@ -250,6 +251,12 @@ class GPOptimizer(BaseOptimizer):
         return _Fitted(
             self, hyper, X, y, noise, believed, feasibility, best, float(fitted.min()), anchors
         )
+
+    def _rescalarizes(self, fitted: _Fitted | FittedFront) -> bool:
+        """Whether further members of a batch need a model of their own: when several
+        objectives are told as one scalarised loss (ParEGO, or EHVI's fallback) and there is a
+        feasible incumbent (while nothing is feasible the weights play no part)."""
+        return self.multi_objective and isinstance(fitted, _Fitted) and fitted.best is not None
 
     def _scores_hypervolume(self) -> bool:
         """Whether several objectives get a GP each and EHVI (else one scalarised GP)."""

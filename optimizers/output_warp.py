@@ -18,14 +18,15 @@ Hartmann6; neither did better on the digits MLP.
 Each trial's fold standard error follows its loss by the delta method,
 ``se_warped = ψ'(y) · se``, so fold noise keeps its meaning next to the warped mean.
 
-With several objectives, ``unbounded=True`` holds λ within [0, 2], where the transform has no
-bound on either side. Outside it, one end saturates (λ < 0 squeezes every large loss
-towards ``−1/λ``). For one loss the squeezed end is the bad end, which is the point. A Pareto
-front, though, runs across the whole range of each objective: its most accurate models are
-its largest. On the digits CNN of ``benchmarks/multi_objective.py``, the maximum-likelihood λ
-of the parameter counts was about −2, which put 14 and 34 thousand parameters at nearly the
-same warped value. EHVI then saw nothing to gain between them. Holding λ ≥ 0 raised the mean
-hypervolume after 100 evaluations from 1291 to 1296 (docs/optimizers.md).
+For each objective of a front (EHVI; ParEGO's one scalarised loss keeps the free λ),
+``unbounded=True`` holds λ within [0, 2], where the transform has no bound on either side.
+Outside it, one end saturates (λ < 0 squeezes every large loss towards ``−1/λ``). For one
+loss the squeezed end is the bad end, which is the point. A Pareto front, though, runs across
+the whole range of each objective: its most accurate models are its largest. On the digits
+CNN of ``benchmarks/multi_objective.py``, the maximum-likelihood λ of the parameter counts was
+about −2, which put 14 and 34 thousand parameters at nearly the same warped value. EHVI then
+saw nothing to gain between them. Holding λ ≥ 0 raised the mean hypervolume after 100
+evaluations from 1291 to 1296 (docs/optimizers.md).
 """
 
 from __future__ import annotations

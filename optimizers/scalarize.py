@@ -1,10 +1,11 @@
 """ParEGO's random scalarisation (Knowles 2006): several objectives, and constraints, told to a
 single-objective model as one loss.
 
-Each suggestion draws weights ``w`` uniformly from the simplex; every objective's losses are
-scaled to [0, 1] over the usable trials, and a trial's loss becomes the augmented Chebyshev
-``max_i w_i f_i + rho * sum_i w_i f_i``. Over many suggestions the weights sweep the whole
-front, and the max term reaches its concave parts, which a weighted sum cannot.
+Each suggestion, and each further member of a batch (qParEGO), draws weights ``w`` uniformly
+from the simplex; every objective's losses are scaled to [0, 1] over the usable trials, and a
+trial's loss becomes the augmented Chebyshev ``max_i w_i f_i + rho * sum_i w_i f_i``. Over
+many suggestions the weights sweep the whole front, and the max term reaches its concave
+parts, which a weighted sum cannot.
 
 A trial that breaks a constraint is data: its loss is the worst feasible loss plus a margin
 that grows with its violation (relative to the largest one), so the model learns that the

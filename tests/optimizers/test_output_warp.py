@@ -79,6 +79,19 @@ def test_an_unbounded_warp_keeps_a_fronts_far_end_apart() -> None:
     assert np.allclose(unbounded, (at_zero - at_zero.mean()) / at_zero.std())
 
 
+def test_fold_errors_follow_the_held_warp_by_its_slope() -> None:
+    """With λ held at 0, the noise follows the slope of the transform actually applied."""
+    errors = np.full(len(PARAM_COUNTS), 0.01)
+    _, noise = warp_losses(PARAM_COUNTS, errors, unbounded=True)
+    spread = PARAM_COUNTS.std()
+    warped = yeojohnson(PARAM_COUNTS / spread, lmbda=0.0)
+    step = 1e-7
+    for i in range(len(PARAM_COUNTS)):
+        nudged = yeojohnson((PARAM_COUNTS[i] + step) / spread, lmbda=0.0)
+        slope = (nudged - warped[i]) / step
+        assert np.sqrt(noise[i]) == pytest.approx(slope * 0.01 / warped.std(), rel=1e-4)
+
+
 def test_an_unbounded_warp_changes_nothing_where_the_fitted_one_is_unbounded() -> None:
     symmetric = np.array([-1.2, -0.5, -0.1, 0.0, 0.2, 0.4, 0.9, 1.3])
     assert 0 <= yeojohnson(symmetric / symmetric.std())[1] <= 2
