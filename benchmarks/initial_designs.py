@@ -13,6 +13,7 @@ design. Where the control ends in the same basin as the run it controls, the des
 
     make bench-peers
     .venv/bin/python -m benchmarks.initial_designs --seeds 20     # about 40 CPU-minutes
+    .venv/bin/python -m benchmarks.initial_designs --optimizers foldwise   # no peer needed
 
 Prints the mean and median feasible regret after 100 evaluations and the runs left above
 0.05 (in the local basin), per optimizer and design, then which seeds each of them left there.
@@ -37,7 +38,6 @@ from foldwise.optimizers import Observation, create_optimizer  # noqa: E402
 from foldwise.space import Param  # noqa: E402
 
 PROBLEM = "Hartmann6+ball"
-BUDGET = 100
 INITIAL = 10
 STUCK = 0.05
 """Feasible regret above which a run counts as left in a local basin."""
@@ -52,19 +52,23 @@ def observe(problem: Problem, config: dict[str, Any]) -> Observation:
     return Observation(config, values[0], constraint_gaps=(gap,))
 
 
-def foldwise_run(problem: Problem, seed: int, design: Design | None) -> list[Observation]:
+def foldwise_run(
+    problem: Problem, seed: int, design: Design | None, budget: int
+) -> list[Observation]:
     """foldwise's GP, one trial at a time, from ``design`` (None: its own random trials)."""
     space = TypeAdapter(dict[str, Param]).validate_python(problem.space)
-    optimizer = create_optimizer("gp", space, seed=seed, budget=BUDGET)
+    optimizer = create_optimizer("gp", space, seed=seed, budget=budget)
     history = [observe(problem, config) for config in design or []]
-    while len(history) < BUDGET:
+    while len(history) < budget:
         optimizer.update(history, [])
         [config] = optimizer.suggest(1)
         history.append(observe(problem, config))
     return history
 
 
-def optuna_run(problem: Problem, seed: int, design: Design | None) -> list[Observation]:
+def optuna_run(
+    problem: Problem, seed: int, design: Design | None, budget: int
+) -> list[Observation]:
     """Optuna's GPSampler with the gap as its constraint, from ``design`` (enqueued) or its
     own random trials."""
     import optuna
@@ -86,7 +90,7 @@ def optuna_run(problem: Problem, seed: int, design: Design | None) -> list[Obser
         history.append(observation)
         return observation.value
 
-    study.optimize(objective, BUDGET)
+    study.optimize(objective, budget)
     return history
 
 
@@ -98,23 +102,35 @@ def regret(problem: Problem, history: list[Observation]) -> float:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--budget", type=int, default=100, help="evaluations per run")
+    parser.add_argument(
+        "--optimizers", default=",".join(RUNNERS), help=f"comma-separated, from {set(RUNNERS)}"
+    )
     args = parser.parse_args(argv)
-    problem = problems()[PROBLEM]
-    runners = {"foldwise gp": foldwise_run, "Optuna GPSampler": optuna_run}
+    chosen = args.optimizers.split(",")
+    if not chosen or not set(chosen) <= set(RUNNERS):
+        parser.error(f"--optimizers: choose from {', '.join(RUNNERS)}")
+    problem, budget = problems()[PROBLEM], args.budget
+    runners = dict(RUNNERS[key] for key in chosen)
     regrets: dict[tuple[str, str], list[float]] = {}
     with threadpool_limits(limits=1):
         for seed in range(args.seeds):
-            own = {name: run(problem, seed, None) for name, run in runners.items()}
+            own = {name: run(problem, seed, None, budget) for name, run in runners.items()}
             designs = {name: [o.params for o in h[:INITIAL]] for name, h in own.items()}
             for name, run in runners.items():
                 for source, design in designs.items():
-                    history = own[name] if source == name else run(problem, seed, design)
+                    if source == name:
+                        history = own[name]
+                    else:
+                        history = run(problem, seed, design, budget)
                     regrets.setdefault((name, f"{source}'s"), []).append(regret(problem, history))
-            control = foldwise_run(problem, seed + CONTROL_SEED, designs["foldwise gp"])
-            row = ("foldwise gp", f"foldwise gp's, seed + {CONTROL_SEED}")
-            regrets.setdefault(row, []).append(regret(problem, control))
+            if "foldwise gp" in designs:
+                design = designs["foldwise gp"]
+                control = foldwise_run(problem, seed + CONTROL_SEED, design, budget)
+                row = ("foldwise gp", f"foldwise gp's, seed + {CONTROL_SEED}")
+                regrets.setdefault(row, []).append(regret(problem, control))
             print(f"  seed {seed}: done", file=sys.stderr)
-    print(f"{PROBLEM}, {BUDGET} evaluations, {args.seeds} seeds; first {INITIAL} trials from:\n")
+    print(f"{PROBLEM}, {budget} evaluations, {args.seeds} seeds; first {INITIAL} trials from:\n")
     print("| optimizer | design | mean regret | median | runs above 0.05 | their seeds |")
     print("|---|---|---:|---:|---:|---|")
     for (name, source), values in regrets.items():
@@ -124,6 +140,13 @@ def main(argv: list[str] | None = None) -> None:
             f"{statistics.median(values):.3g} | {len(stuck)} of {len(values)} | "
             f"{' '.join(map(str, stuck)) or '-'} |"
         )
+
+
+RUNNERS = {
+    "foldwise": ("foldwise gp", foldwise_run),
+    "optuna": ("Optuna GPSampler", optuna_run),
+}
+"""The optimizers by their ``--optimizers`` key: their name in the table and their runner."""
 
 
 if __name__ == "__main__":

@@ -84,6 +84,10 @@ SMOKE_RUNS = {
         "| BraninCurrin | Branin+disc | Hartmann6+ball | DigitsCNN | all |",
     ),
     "digits_cnn_table": (["--limit", "1", "--out", "{tmp}/table.json"], "| architectures |"),
+    "initial_designs": (
+        ["--seeds", "1", "--budget", "12", "--optimizers", "foldwise"],
+        "| foldwise gp | foldwise gp's, seed + 1000 |",
+    ),
     "cluster": (
         ["--reps", "2", "--trials", "1", "--epochs", "1", "--folds", "2", "--node-loss", "1"],
         "| local Ray (4 CPUs) |",
