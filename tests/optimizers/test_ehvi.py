@@ -156,8 +156,8 @@ def test_the_gp_spreads_a_batch_along_the_front(option: str) -> None:
     """With both acquisitions the GP reaches the front (y = 0) and covers it. Under EHVI a
     batch of three suggestions lands in three places apart (each joins the front as a lie
     before the next is chosen); under ParEGO each member has a weighting of its own, and two
-    weightings may favour nearby parts of the front, so the batch spans the front without
-    any two members being near-copies."""
+    weightings may favour nearby parts of the front, so the batch is asked to lie on the front
+    and span it (with one weighting for all, a member fell off it)."""
     directions = (Direction.MINIMIZE, Direction.MINIMIZE)
     optimizer = create_optimizer(
         "gp",
