@@ -10,7 +10,9 @@ constraint (scored by the feasible regret). The peers are in
 ``constraints: penalty`` (infeasible trials told as bad losses) instead of its models of the
 constraints, ``gp-parego`` and ``gp-ehvi`` the GP with option ``multi_objective: parego`` (one
 random scalarisation per suggestion) or ``ehvi`` (expected hypervolume improvement) whatever
-the number of objectives (``gp`` takes EHVI for two, ParEGO for three). Each run is sequential
+the number of objectives (``gp`` takes EHVI for two, ParEGO for three), ``gp-xi0`` the GP
+without EI's exploration margin (option ``xi: 0``), which a study stopped at half its budget
+wants. Each run is sequential
 (one trial at a time) and measured after 50 and ``--budget`` evaluations: the hypervolume of
 its feasible points from the reference point (higher is better) or the feasible regret (lower
 is better). Tables: mean ± standard error over seeds, the median, and each method's mean rank
@@ -70,6 +72,7 @@ GP_VARIANTS = {
     "gp-penalty": {"constraints": "penalty"},
     "gp-parego": {"multi_objective": "parego"},
     "gp-ehvi": {"multi_objective": "ehvi"},
+    "gp-xi0": {"xi": 0.0},
 }
 """The GP with options other than its defaults, by method name."""
 FOLDWISE = ("gp", *GP_VARIANTS, "evolution", "nas_evolution", "random")
