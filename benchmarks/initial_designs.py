@@ -14,6 +14,7 @@ design. Where the control ends in the same basin as the run it controls, the des
     make bench-peers
     .venv/bin/python -m benchmarks.initial_designs --seeds 20     # about 40 CPU-minutes
     .venv/bin/python -m benchmarks.initial_designs --optimizers foldwise   # no peer needed
+    .venv/bin/python -m benchmarks.initial_designs --seeds 20 --first-seed 20   # seeds 20-39
 
 Prints the mean and median feasible regret after 100 evaluations and the runs left above
 0.05 (in the local basin), per optimizer and design, then which seeds each of them left there.
@@ -103,6 +104,7 @@ def regret(problem: Problem, history: list[Observation]) -> float:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds from this one on")
     parser.add_argument("--budget", type=int, default=100, help="evaluations per run")
     parser.add_argument(
         "--optimizers", default=",".join(RUNNERS), help=f"comma-separated, from {set(RUNNERS)}"
@@ -115,7 +117,8 @@ def main(argv: list[str] | None = None) -> None:
     runners = dict(RUNNERS[key] for key in chosen)
     regrets: dict[tuple[str, str], list[float]] = {}
     with threadpool_limits(limits=1):
-        for seed in range(args.seeds):
+        seeds = range(args.first_seed, args.first_seed + args.seeds)
+        for seed in seeds:
             own = {name: run(problem, seed, None, budget) for name, run in runners.items()}
             designs = {name: [o.params for o in h[:INITIAL]] for name, h in own.items()}
             for name, run in runners.items():
@@ -131,11 +134,14 @@ def main(argv: list[str] | None = None) -> None:
                 row = ("foldwise gp", f"foldwise gp's, seed + {CONTROL_SEED}")
                 regrets.setdefault(row, []).append(regret(problem, control))
             print(f"  seed {seed}: done", file=sys.stderr)
-    print(f"{PROBLEM}, {budget} evaluations, {args.seeds} seeds; first {INITIAL} trials from:\n")
+    print(
+        f"{PROBLEM}, {budget} evaluations, seeds {seeds.start} to {seeds.stop - 1}; "
+        f"first {INITIAL} trials from:\n"
+    )
     print("| optimizer | design | mean regret | median | runs above 0.05 | their seeds |")
     print("|---|---|---:|---:|---:|---|")
     for (name, source), values in regrets.items():
-        stuck = [seed for seed, v in enumerate(values) if v > STUCK]
+        stuck = [seed for seed, v in zip(seeds, values, strict=True) if v > STUCK]
         print(
             f"| {name} | {source} | {statistics.fmean(values):.4g} | "
             f"{statistics.median(values):.3g} | {len(stuck)} of {len(values)} | "

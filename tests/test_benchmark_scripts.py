@@ -85,7 +85,7 @@ SMOKE_RUNS = {
     ),
     "digits_cnn_table": (["--limit", "1", "--out", "{tmp}/table.json"], "| architectures |"),
     "initial_designs": (
-        ["--seeds", "1", "--budget", "12", "--optimizers", "foldwise"],
+        ["--seeds", "1", "--first-seed", "3", "--budget", "12", "--optimizers", "foldwise"],
         "| foldwise gp | foldwise gp's, seed + 1000 |",
     ),
     "cluster": (
