@@ -8,7 +8,7 @@ import pytest
 
 from benchmarks.optimizer_peers import PEERS, run_peer
 from benchmarks.optimizer_results import ResultStore, Run
-from benchmarks.optimizer_tables import print_quality, ratio_interval
+from benchmarks.optimizer_tables import print_quality, ratio_interval, worse_by_rank
 from benchmarks.optimizers import method_options, parse_space, problems, run_ours
 from foldwise.optimizers import create_optimizer
 from foldwise.optimizers.random_search import RandomOptimizer
@@ -74,6 +74,16 @@ def test_the_tables_compare_with_the_best_peer_and_batches_with_one_at_a_time(ca
     assert "| branin | optuna_gp | -0.035 ± 0.0076 | 6 / 0 of 6 | 0.0312 (better) |" in out
     assert "| gp@4 | branin | 6 | 0.035 | 0.042 | 1.20 (1.20-1.20) |" in out  # same ratio per seed
     assert "| gp | 1.00 | 1.00 |" in out  # best rank everywhere
+
+
+def test_the_verdict_takes_the_side_of_the_ranks_not_of_a_few_far_off_seeds():
+    # ours a little worse on 30 seeds, far better on 10: the mean says better, the signed
+    # ranks (what the Wilcoxon test weighs) say worse
+    diff = np.array([0.01 + 0.001 * i for i in range(30)] + [-1.0] * 10)
+    assert diff.mean() < 0
+    assert worse_by_rank(diff)
+    assert not worse_by_rank(-diff)
+    assert not worse_by_rank(np.array([0.0, -0.5, 0.1]))
 
 
 def test_the_batch_ratio_carries_a_bootstrap_interval_over_seeds():
