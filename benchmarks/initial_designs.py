@@ -110,6 +110,8 @@ def main(argv: list[str] | None = None) -> None:
         "--optimizers", default=",".join(RUNNERS), help=f"comma-separated, from {set(RUNNERS)}"
     )
     args = parser.parse_args(argv)
+    if args.seeds < 1 or args.first_seed < 0:
+        parser.error("--seeds must be at least 1 and --first-seed at least 0")
     chosen = args.optimizers.split(",")
     if not chosen or not set(chosen) <= set(RUNNERS):
         parser.error(f"--optimizers: choose from {', '.join(RUNNERS)}")

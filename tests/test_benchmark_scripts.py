@@ -86,7 +86,7 @@ SMOKE_RUNS = {
     "digits_cnn_table": (["--limit", "1", "--out", "{tmp}/table.json"], "| architectures |"),
     "initial_designs": (
         ["--seeds", "1", "--first-seed", "3", "--budget", "12", "--optimizers", "foldwise"],
-        "| foldwise gp | foldwise gp's, seed + 1000 |",
+        "seeds 3 to 3; first 10 trials from:",
     ),
     "cluster": (
         ["--reps", "2", "--trials", "1", "--epochs", "1", "--folds", "2", "--node-loss", "1"],
