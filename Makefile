@@ -27,11 +27,11 @@ run: install
 ## The whole suite: unit, PostgreSQL, Ray, DDP and end-to-end tests, a test file per worker
 ## process at a time (the files that share one live service go as one: tests/shared_service.py),
 ## in the order tests/conftest.py gives them (xdist would reorder them by their number of
-## tests, which put the long live files last).
+## tests, which put the long live files last). The slowest tests are listed at the end.
 TEST_WORKERS ?= 2
 test: install browser
 	$(PY) -m ruff check .
-	$(PY) -m pytest -ra -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest -ra --durations=15 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 ## Unit tests only, for a quick loop while editing.
 test-fast: install
