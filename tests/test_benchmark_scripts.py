@@ -170,6 +170,25 @@ def test_multi_objective_runs_are_stored_and_resume(tmp_path: Path, capsys) -> N
         main(["--seeds", "1", *args, "--methods", "optuna-tpe"])
 
 
+def test_multi_objective_studies_of_a_shorter_budget_are_run_as_such(
+    tmp_path: Path, capsys
+) -> None:
+    """``--studies-of N`` runs foldwise's methods as studies of N trials (stored apart from the
+    longer runs, which they do not cut short) and scores them at N alone; N above the budget
+    is refused."""
+    from benchmarks.multi_objective import main
+
+    results = tmp_path / "runs.jsonl"
+    args = ["--seeds", "1", "--budget", "4", "--problems", "Branin+disc", "--methods", "gp"]
+    main([*args, "--results", str(results), "--studies-of", "3"])
+    [run] = [json.loads(line) for line in results.read_text().splitlines()]
+    assert run["problem"] == "Branin+disc:3" and len(run["values"]) == 3
+    out = capsys.readouterr().out
+    assert "## After 3 evaluations" in out and "## After 4" not in out
+    with pytest.raises(SystemExit):
+        main([*args, "--results", str(results), "--studies-of", "5"])
+
+
 def test_the_digits_cnn_table_covers_its_space_and_ignores_absent_blocks() -> None:
     """Every configuration of the space names a row of the shipped table (two that differ only
     in a block they do not have name the same one), and the rows hold plausible values."""

@@ -137,8 +137,10 @@ def test_infeasible_trials_steer_the_search_but_are_not_failures(learner: str) -
     (0.4, 0.5), on the boundary. Over three seeds, random search puts 30% of its late trials
     deep in the infeasible region (x < 0.3) and its late feasible ones at x of 0.71 in the
     median; the learners keep nearer the boundary on both sides of it (evolution: 17% and
-    0.54; the GP, which models the constraint, and nas_evolution, which it guides: 5%, and
-    0.55 and 0.40)."""
+    0.54; nas_evolution, which the GP guides: 5% and 0.40). The GP, which models the
+    constraint, finds the constrained optimum itself: within 0.001 of it on each of 12 seeds
+    tried (random search's best feasible point: 0.02 to 0.17 away), while where its late
+    feasible trials lie varies with the seed (medians 0.40 to 0.77)."""
 
     def tell(config: dict[str, Any], value: float) -> Observation:
         gap = 0.4 - config["x"]
@@ -153,5 +155,9 @@ def test_infeasible_trials_steer_the_search_but_are_not_failures(learner: str) -
         history = run_study(optimizer, loss, budget=40, tell=tell)
         assert any(not o.feasible for o in history) and all(o.ok for o in history)
         late += history[20:]
+        if learner == "gp":
+            best = min((o for o in history if o.feasible), key=lambda o: o.value)
+            assert math.dist((best.params["x"], best.params["y"]), (0.4, 0.5)) < 0.01
     assert np.mean([o.params["x"] < 0.3 for o in late]) < 0.2
-    assert np.median([o.params["x"] for o in late if o.feasible]) < 0.66
+    if learner != "gp":
+        assert np.median([o.params["x"] for o in late if o.feasible]) < 0.66

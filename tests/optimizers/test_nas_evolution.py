@@ -111,17 +111,19 @@ def test_the_neighbours_are_every_single_change_with_conditions_resolved() -> No
 
 
 def test_the_guide_picks_the_mutant_its_model_expects_to_improve() -> None:
-    """After a random population of 16, a guided child beats the best result in most seeds,
-    and lands far closer to it than a random one-choice mutation of a tournament winner."""
+    """After a random population of 16, a guided child beats the best result in most seeds
+    (each seed does with a chance of about 0.7, so at least half of 32 leaves a chance of
+    about 1% to fail on an unlucky stream), and lands far closer to it than a random
+    one-choice mutation of a tournament winner."""
     gaps: dict[str, list[float]] = {"gp": [], "none": []}
-    for seed in range(8):
+    for seed in range(32):
         for guide, found in gaps.items():
             optimizer = NASEvolutionOptimizer(EDGES, seed=seed, population=16, guide=guide)
             history = [observe(c, edge_loss(c)) for c in optimizer.suggest(16)]
             optimizer.update(history, [])
             child = optimizer.suggest(1)[0]
             found.append(edge_loss(child) - min(o.value for o in history))
-    assert sum(g < 0 for g in gaps["gp"]) >= 5, gaps
+    assert sum(g < 0 for g in gaps["gp"]) >= 16, gaps
     assert np.mean(gaps["gp"]) < np.mean(gaps["none"]) - 3, gaps
 
 
