@@ -12,11 +12,21 @@ constraints, ``gp-parego`` and ``gp-ehvi`` the GP with option ``multi_objective:
 random scalarisation per suggestion) or ``ehvi`` (expected hypervolume improvement) whatever
 the number of objectives (``gp`` takes EHVI for two, ParEGO for three), ``gp-xi0`` the GP
 without EI's exploration margin (option ``xi: 0``; it acts on one objective and on ParEGO,
-not on EHVI, which has no margin). These variants run only when ``--methods`` names them.
+not on EHVI, which has no margin), ``gp-xihalf`` the GP told half the study's budget (the
+budget sets nothing else in the GP than the trials over which that margin anneals to 0, so
+this is the margin annealed over the first half). These variants run only when ``--methods``
+names them.
 Each run is sequential (one trial at a time) and measured after 50 and ``--budget``
 evaluations: the hypervolume of its feasible points from the reference point (higher is
 better) or the feasible regret (lower is better). Tables: mean ± standard error over seeds,
 the median, and each method's mean rank per problem (1 best).
+
+A checkpoint is a study seen part-way: foldwise's optimizers plan by the study's budget
+(the GP anneals its exploration over it, evolution sizes its generations by it), so after 50
+evaluations of a 100-trial study they are still exploring where a 50-trial study would have
+refined. ``--studies-of N`` scores studies of N trials instead: foldwise's methods run with a
+budget of N (stored apart), the peers, which take no budget (a run of theirs is the same
+whatever its length), by the first N evaluations of their ``--budget`` runs.
 
 Every run is stored (``benchmarks/results/multi_objective.jsonl``, one line per problem, budget,
 method and seed), keyed as in ``benchmarks/optimizers.py`` by foldwise's optimizer code or the
@@ -27,6 +37,7 @@ come from ``make bench-peers``; without them only foldwise's methods run.
 
     .venv/bin/python -m benchmarks.multi_objective --seeds 20 --budget 100
     .venv/bin/python -m benchmarks.multi_objective --seeds 20 --report-only
+    .venv/bin/python -m benchmarks.multi_objective --seeds 20 --studies-of 50
     .venv/bin/python -m benchmarks.multi_objective --seeds 2 --budget 12 --checkpoint 6 \\
         --results /tmp/runs.jsonl  # smoke
 """
@@ -73,8 +84,11 @@ GP_VARIANTS = {
     "gp-parego": {"multi_objective": "parego"},
     "gp-ehvi": {"multi_objective": "ehvi"},
     "gp-xi0": {"xi": 0.0},
+    "gp-xihalf": {},
 }
 """The GP with options other than its defaults, by method name."""
+TOLD_BUDGET_SHARE = {"gp-xihalf": 0.5}
+"""The share of the study's budget a variant is told (1 for the others)."""
 FOLDWISE = ("gp", *GP_VARIANTS, "evolution", "nas_evolution", "random")
 
 
@@ -86,7 +100,7 @@ def run_foldwise(name: str, problem: Problem, budget: int, seed: int) -> list[Va
         space,
         directions=directions if problem.objectives > 1 else None,
         seed=seed,
-        budget=budget,
+        budget=max(1, round(budget * TOLD_BUDGET_SHARE.get(name, 1.0))),
         options=GP_VARIANTS.get(name, {}),
     )
     history: list[Observation] = []
@@ -200,7 +214,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--methods", default=",".join(main_methods + list(peers.PEERS)))
     parser.add_argument("--results", type=Path, default=RESULTS, help="stored runs (JSON lines)")
     parser.add_argument("--report-only", action="store_true", help="run nothing, print tables")
+    parser.add_argument(
+        "--studies-of",
+        type=int,
+        default=None,
+        help="score studies of this many trials (foldwise's methods told that budget)",
+    )
     args = parser.parse_args(argv)
+    if args.studies_of is not None and not 1 <= args.studies_of <= args.budget:
+        parser.error("--studies-of must be between 1 and --budget")
     chosen = [problems()[name] for name in args.problems.split(",")]
     asked = [m for m in args.methods.split(",") if m]
     unknown = [m for m in asked if m not in FOLDWISE + peers.PEERS]
@@ -210,8 +232,16 @@ def main(argv: list[str] | None = None) -> None:
     skipped = [m for m in asked if m not in methods]
     points = sorted({min(args.checkpoint, args.budget), args.budget})
     store = ResultStore(args.results)
+    run = not args.report_only
     with threadpool_limits(limits=1):  # one core per run, as benchmarks/optimizers.py
-        runs = collect(chosen, methods, args.seeds, args.budget, store, run=not args.report_only)
+        if args.studies_of is None:
+            runs = collect(chosen, methods, args.seeds, args.budget, store, run=run)
+        else:  # foldwise's methods told the shorter budget; the peers' longer runs cut short
+            points = [args.studies_of]
+            ours = [m for m in methods if m in FOLDWISE]
+            theirs = [m for m in methods if m not in FOLDWISE]
+            runs = collect(chosen, ours, args.seeds, args.studies_of, store, run=run)
+            runs |= collect(chosen, theirs, args.seeds, args.budget, store, run=run)
     print(f"command: {' '.join(sys.argv)}")
     print_tables(chosen, methods, points, runs, skipped)
 
