@@ -218,7 +218,8 @@ def main(argv: list[str] | None = None) -> None:
         "--studies-of",
         type=int,
         default=None,
-        help="score studies of this many trials (foldwise's methods told that budget)",
+        help="score studies of this many trials (foldwise's methods told that budget; "
+        "no --checkpoint)",
     )
     args = parser.parse_args(argv)
     if args.studies_of is not None and not 1 <= args.studies_of <= args.budget:
@@ -244,6 +245,11 @@ def main(argv: list[str] | None = None) -> None:
             runs |= collect(chosen, theirs, args.seeds, args.budget, store, run=run)
     print(f"command: {' '.join(sys.argv)}")
     print_tables(chosen, methods, points, runs, skipped)
+    if args.studies_of is not None:
+        print(
+            f"(Seconds: foldwise's methods over studies of {args.studies_of} trials, the peers "
+            f"over their runs of {args.budget}; a GP's suggestion costs more as trials grow.)"
+        )
 
 
 def print_tables(

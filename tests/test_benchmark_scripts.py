@@ -171,22 +171,37 @@ def test_multi_objective_runs_are_stored_and_resume(tmp_path: Path, capsys) -> N
 
 
 def test_multi_objective_studies_of_a_shorter_budget_are_run_as_such(
-    tmp_path: Path, capsys
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``--studies-of N`` runs foldwise's methods as studies of N trials (stored apart from the
-    longer runs, which they do not cut short) and scores them at N alone; N above the budget
-    is refused."""
+    """``--studies-of N`` runs foldwise's methods as studies of N trials, stored apart, and a
+    peer (which takes no budget) as its run of ``--budget``, scored by its first N
+    evaluations; N above the budget is refused. The peer here stands in for Optuna (not
+    installed by ``make test``): its k-th evaluation has regret 10 - k."""
+    from benchmarks import multi_objective_peers as peers
     from benchmarks.multi_objective import main
+    from benchmarks.multi_objective_problems import Problem
 
+    def run_peer(name: str, problem: Problem, budget: int, seed: int) -> list:
+        return [((problem.optimum + 10 - k,), -1.0) for k in range(budget)]
+
+    monkeypatch.setattr(peers, "available", lambda name: True)
+    monkeypatch.setattr(peers, "prepare", lambda name: None)
+    monkeypatch.setattr(peers, "version", lambda name: "stand-in")
+    monkeypatch.setattr(peers, "run_peer", run_peer)
     results = tmp_path / "runs.jsonl"
-    args = ["--seeds", "1", "--budget", "4", "--problems", "Branin+disc", "--methods", "gp"]
-    main([*args, "--results", str(results), "--studies-of", "3"])
-    [run] = [json.loads(line) for line in results.read_text().splitlines()]
-    assert run["problem"] == "Branin+disc:3" and len(run["values"]) == 3
+    args = ["--seeds", "1", "--budget", "4", "--problems", "Branin+disc"]
+    args += ["--methods", "gp,optuna-nsga2", "--results", str(results)]
+    main([*args, "--studies-of", "3"])
+    runs = {r["method"]: r for r in map(json.loads, results.read_text().splitlines())}
+    assert runs["gp"]["problem"] == "Branin+disc:3" and len(runs["gp"]["values"]) == 3
+    assert runs["optuna-nsga2"]["problem"] == "Branin+disc:4"
+    assert len(runs["optuna-nsga2"]["values"]) == 4
     out = capsys.readouterr().out
     assert "## After 3 evaluations" in out and "## After 4" not in out
+    [row] = [line for line in out.splitlines() if line.startswith("| Branin+disc |")]
+    assert row.endswith("| 8 [1] |")  # the peer's best of its first 3, not of all 4 (7)
     with pytest.raises(SystemExit):
-        main([*args, "--results", str(results), "--studies-of", "5"])
+        main([*args, "--studies-of", "5"])
 
 
 def test_the_digits_cnn_table_covers_its_space_and_ignores_absent_blocks() -> None:
