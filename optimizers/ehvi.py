@@ -53,13 +53,13 @@ class Boxes:
         return len(self.lower)
 
 
-def reference_point(points: np.ndarray) -> np.ndarray:
-    """The worst value of each objective among ``points`` plus a tenth of their range (one unit
-    when the range is 0). Given the front alone, this is BoTorch's ``infer_reference_point``
+def reference_point(points: np.ndarray, margin: float = REFERENCE_MARGIN) -> np.ndarray:
+    """The worst value of each objective among ``points`` plus ``margin`` times their range (one
+    unit when the range is 0). Given the front alone, this is BoTorch's ``infer_reference_point``
     rule in minimisation form; given dominated points too, it lies farther out."""
     worst, best = points.max(axis=0), points.min(axis=0)
     span = np.where(worst > best, worst - best, 1.0)
-    return worst + REFERENCE_MARGIN * span
+    return worst + margin * span
 
 
 def decompose(front: np.ndarray, reference: np.ndarray) -> Boxes | None:

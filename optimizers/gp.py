@@ -13,12 +13,13 @@ trials whose folds disagree pull the model less. Log expected improvement
 
 Two objectives get a GP each, and the acquisition is the log expected hypervolume improvement
 over the front the models predict at the completed trials (:mod:`optimizers.gp_front`,
-:mod:`optimizers.ehvi`). Three or four are told to one GP as one loss (option
-``multi_objective`` picks either way for any number): ParEGO's random augmented-Chebyshev
-scalarisation, new weights at every suggestion and for every further member of a batch
-(qParEGO, :mod:`optimizers.scalarize`). It was ahead on
-the 3-objective DTLZ2 and EHVI on every 2-objective problem of
-``benchmarks/multi_objective.py`` (docs/optimizers.md). ParEGO also serves constraints
+:mod:`optimizers.ehvi`). Three or four are told to one GP as one loss for the first three
+quarters of the study's budget: ParEGO's random augmented-Chebyshev scalarisation, new weights
+at every suggestion and for every further member of a batch (qParEGO,
+:mod:`optimizers.scalarize`), which closes in on the front faster; EHVI then fills the front
+over the last quarter (option ``multi_objective`` picks either alone, or the hand-over, for any
+number). EHVI was ahead on every 2-objective problem of ``benchmarks/multi_objective.py``, the
+hand-over on the 3-objective DTLZ2 (docs/optimizers.md). ParEGO also serves constraints
 told as a penalty, ``acquisition: ei``, fronts too large to cut into boxes and histories with
 nothing feasible yet. Constraints get a GP each, and the
 acquisition is weighed by the probability that all of them hold
@@ -90,7 +91,10 @@ SCALARIZATION_SALT = 7
 GUIDE_SALT = 11
 """Seeds the fit behind :meth:`GPOptimizer.score_candidates` apart from the caller's draws."""
 LIARS = ("believer", "min", "mean", "max")
-MULTI_OBJECTIVE = ("ehvi", "parego")
+MULTI_OBJECTIVE = ("ehvi", "parego", "parego-ehvi")
+EHVI_SHARE = 0.25
+"""Under ``multi_objective: parego-ehvi``, the final share of the study's budget scored by
+EHVI (ParEGO before it)."""
 ACQUISITIONS = ("ei", "log-ei")
 CONSTRAINT_MODELS = ("probability", "penalty")
 
@@ -111,8 +115,10 @@ class GPOptimizer(BaseOptimizer):
     ("yeo-johnson") how losses are warped before the fit, or "none"
     (:mod:`optimizers.output_warp`); ``constraints`` ("probability") how constraints are
     modelled, or "penalty" (infeasible trials told as bad losses); ``multi_objective``
-    the acquisition of several objectives: "ehvi" (the default for two) or "parego" (one
-    random scalarisation per suggestion and batch member; the default for three or four).
+    the acquisition of several objectives: "ehvi" (the default for two), "parego" (one
+    random scalarisation per suggestion and batch member) or "parego-ehvi" (ParEGO, then EHVI
+    over the final quarter of the study's budget, ParEGO throughout without one; the default
+    for three or four).
     """
 
     def configure(
@@ -146,7 +152,7 @@ class GPOptimizer(BaseOptimizer):
         self.warp = choice_option("warp", warp, WARPS)
         self.prior = choice_option("prior", prior, tuple(PRIORS))
         self.constraint_model = choice_option("constraints", constraints, CONSTRAINT_MODELS)
-        default = "ehvi" if len(self.directions) == 2 else "parego"
+        default = "ehvi" if len(self.directions) == 2 else "parego-ehvi"
         self.front_model = choice_option(
             "multi_objective", multi_objective or default, MULTI_OBJECTIVE
         )
@@ -259,10 +265,16 @@ class GPOptimizer(BaseOptimizer):
         return self.multi_objective and isinstance(fitted, _Fitted) and fitted.best is not None
 
     def _scores_hypervolume(self) -> bool:
-        """Whether several objectives get a GP each and EHVI (else one scalarised GP)."""
+        """Whether several objectives get a GP each and EHVI (else one scalarised GP): under
+        ``parego-ehvi`` only over the final :data:`EHVI_SHARE` of a known budget."""
+        if self.front_model == "parego-ehvi":
+            used = len(self.completed) + len(self.pending)
+            late = self.budget is not None and used >= (1.0 - EHVI_SHARE) * self.budget
+        else:
+            late = self.front_model == "ehvi"
         return (
             self.multi_objective
-            and self.front_model == "ehvi"
+            and late
             and self.constraint_model == "probability"
             and self.acquisition == "log-ei"
         )

@@ -5,13 +5,17 @@ Each objective's losses are penalised for failures, warped and standardised on t
 objective's whole range), each with its trials' fold standard errors as noise, and get
 their own hyperparameters. The front to improve is what the GPs predict at the usable
 (feasible, not failed) completed trials, not their observed means, for the reason EI's
-incumbent is a prediction (:mod:`optimizers.gp`). The reference point is the worst predicted
-value of each objective over all those trials, dominated ones included, plus a tenth of their
-range (:func:`optimizers.ehvi.reference_point`): farther out than BoTorch's rule (the front's
-own worst corner), so the ends of the front keep some worth, as they do against the fixed
-reference points of benchmarks. Running trials are told to every GP as lies (under the
-believer lie they join the front too, so a batch spreads along it). The constraints' model
-weighs the acquisition as it does for one objective.
+incumbent is a prediction (:mod:`optimizers.gp`). The reference point (:func:`reference_of`)
+depends on the number of objectives. With two it is the worst predicted value of each
+objective over all those trials, dominated ones included, plus a tenth of their range: farther
+out than BoTorch's rule (the front's own worst corner plus a tenth of its range), so the ends
+of the front keep some worth, as they do against the fixed reference points of benchmarks.
+With three or four it is the front's own worst corner, without a margin: there the region a
+far reference point adds behind the front's ends outweighs its interior, and EHVI spent its
+trials on the ends (docs/optimizers.md, "Three objectives: ParEGO, then EHVI"). Running
+trials are told to every GP as lies (under the believer lie they join the front too, so a
+batch spreads along it). The constraints' model weighs the acquisition as it does for one
+objective.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from foldwise.optimizers.gp import (
 )
 from foldwise.optimizers.gp_model import ExactGP, Hyper
 from foldwise.optimizers.output_warp import warp_losses
+from foldwise.optimizers.pareto import non_dominated
 
 
 def fit_front(gp: GPOptimizer, rng: np.random.Generator) -> FittedFront | None:
@@ -48,7 +53,7 @@ def fit_front(gp: GPOptimizer, rng: np.random.Generator) -> FittedFront | None:
     observed = losses[rows][usable]
     # checked on the observed values before any objective is fitted: the front the GPs will
     # predict is (nearly) the same set of trials
-    if not usable.any() or ehvi.decompose(observed, ehvi.reference_point(observed)) is None:
+    if not usable.any() or ehvi.decompose(observed, reference_of(observed)) is None:
         return None
     targets = [
         warp_losses(penalize_failures(losses[:, j]), errors[:, j], gp.warp, unbounded=True)
@@ -63,15 +68,24 @@ def fit_front(gp: GPOptimizer, rng: np.random.Generator) -> FittedFront | None:
     believed = [condition(h, X, y, noise) for h, y, noise in zip(hypers, ys, noises, strict=True)]
     predicted = np.column_stack([b.predict(X) for b in believed])
     front = predicted[usable]
-    reference = ehvi.reference_point(front)
+    reference = reference_of(front)
     if ehvi.decompose(front, reference) is None:
         return None
     ranks = np.where(usable, -gp.ranking_fitness(rows), np.inf)
     anchors = X[np.argsort(ranks, kind="stable")[:ANCHORS]]
     return FittedFront(
-        gp, hypers, X, ys, noises, believed, feasibility, predicted.min(axis=0), front, reference,
-        anchors,
+        gp, hypers, X, ys, noises, believed, feasibility, predicted.min(axis=0), front,
+        reference, anchors,
     )  # fmt: skip
+
+
+def reference_of(points: np.ndarray) -> np.ndarray:
+    """The reference point of the front among ``points`` (objective values, a row per usable
+    trial, dominated ones included): with two objectives every point's worst value plus a
+    tenth of their range, with more the worst corner of the non-dominated ones."""
+    if points.shape[1] == 2:
+        return ehvi.reference_point(points)
+    return ehvi.reference_point(points[non_dominated(points)], margin=0.0)
 
 
 @dataclass(frozen=True)

@@ -149,7 +149,7 @@ def _two_objectives(config: dict[str, Any]) -> tuple[float, float]:
     return config["x"] * g, g * (1 - math.sqrt(config["x"]))
 
 
-def _tell(config: dict[str, Any], values: tuple[float, float]) -> Observation:
+def _tell(config: dict[str, Any], values: tuple[float, ...]) -> Observation:
     return Observation(dict(config), values[0], values=values)
 
 
@@ -286,10 +286,54 @@ def test_ehvi_is_the_default_for_two_objectives_parego_for_more_and_the_option_i
     None
 ):
     assert _gp(2).front_model == "ehvi" and _gp(2)._scores_hypervolume()
-    assert _gp(3).front_model == "parego" and not _gp(3)._scores_hypervolume()
+    assert _gp(3).front_model == "parego-ehvi" and not _gp(3)._scores_hypervolume()
+    assert _gp(4).front_model == "parego-ehvi"
     assert _gp(3, multi_objective="ehvi")._scores_hypervolume()
+    assert not _gp(2, multi_objective="parego")._scores_hypervolume()
     with pytest.raises(OptionError, match="multi_objective"):
         _gp(2, multi_objective="x")
+
+
+def _three_objectives(config: dict[str, Any]) -> tuple[float, float, float]:
+    """A plane of trade-offs x, y, 1.5 − x − y (none dominates another), bent by (x − 0.5)²."""
+    x, y = config["x"], config["y"]
+    return x, y, 1.5 - x - y + 2 * (x - 0.5) ** 2
+
+
+def test_three_objectives_hand_over_from_parego_to_ehvi_over_the_last_quarter() -> None:
+    """The default for three or four objectives: ParEGO until three quarters of the budget
+    are used (counting running trials), and throughout without a budget; then EHVI, against
+    the worst corner of the front itself, where two objectives span every usable trial (a
+    far-off dominated trial among them)."""
+    rng = np.random.default_rng(4)
+    history = [Observation({"x": 0.9, "y": 0.9}, 3.0, values=(3.0, 3.0, 3.0))]
+    history += [
+        _tell(c, _three_objectives(c)) for c in ({"x": a, "y": b} for a, b in rng.random((11, 2)))
+    ]
+
+    def fitted(completed: int, pending: int = 0, budget: int | None = 16) -> Any:
+        gp = create_optimizer(
+            "gp", PLANE, directions=(Direction.MINIMIZE,) * 3, seed=0, budget=budget
+        )
+        gp.update(history[:completed], [{"x": 0.5, "y": 0.1 * i} for i in range(pending)])
+        return gp._fit(np.random.default_rng(0))
+
+    assert isinstance(fitted(11), _Fitted)  # 11 of 16: ParEGO
+    assert isinstance(fitted(12, budget=None), _Fitted)
+    assert isinstance(fitted(11, pending=1), FittedFront)  # 12 of 16 used: EHVI
+    front = fitted(12)
+    assert isinstance(front, FittedFront)
+    corner = front.front[non_dominated(front.front)].max(axis=0)
+    assert np.allclose(front.reference, corner)
+    assert (front.reference < 2.5).all()  # the dominated trial at (3, 3, 3) is not spanned
+
+    two = _gp(2)
+    two.update([_tell(o.params, o.values[:2]) for o in history], [])
+    spanning = two._fit(np.random.default_rng(0))
+    assert isinstance(spanning, FittedFront)
+    assert np.allclose(spanning.reference, reference_point(spanning.front))
+    own = spanning.front[non_dominated(spanning.front)]
+    assert not np.allclose(spanning.reference, reference_point(own))
 
 
 def test_each_objective_of_a_front_is_warped_without_saturating() -> None:
