@@ -2,13 +2,15 @@
 
 One JSON line per (problem, method, seed): the objective values in evaluation order and the
 mean seconds per suggestion (``benchmarks/multi_objective.py`` keeps its runs the same way, in
-a file of its own). Each line carries the version of what produced it: the hash of
-``optimizers/`` for foldwise's methods, the library version for a peer. Only lines of the
-current version count, so a change to the GP reruns the GP and nothing else.
+a file of its own). Each line carries the version of what produced it: the hash of the code
+in ``optimizers/`` (not of its docstrings and comments) for foldwise's methods, the library
+version for a peer. Only lines of the current version count, so a change to the GP reruns the
+GP and nothing else, and a change to its documentation reruns nothing.
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import json
@@ -34,12 +36,36 @@ class Run:
 
 @functools.cache
 def code_version() -> str:
-    """A short hash of foldwise's optimizer sources as this process first read them (the code
-    it runs): any change there makes a new version."""
+    """A short hash of foldwise's optimizer code as this process first read it (the code it
+    runs): any change to what the modules do makes a new version; their docstrings, comments
+    and layout do not (the hash is of each module's syntax tree without docstrings)."""
     digest = hashlib.sha256()
     for path in sorted((ROOT / "optimizers").glob("*.py")):
-        digest.update(path.name.encode() + path.read_bytes())
+        digest.update(path.name.encode() + code_of(path.read_text()).encode())
     return "optimizers-" + digest.hexdigest()[:12]
+
+
+def code_of(source: str) -> str:
+    """What a module does: its syntax tree as text, without the string statements that only
+    document (module, class, function and attribute docstrings); comments and layout are not
+    in the tree."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list) or not block:
+                continue
+            kept = [statement for statement in block if not _is_text(statement)]
+            setattr(node, field, kept or [ast.Pass()])
+    return ast.dump(tree)
+
+
+def _is_text(statement: ast.AST) -> bool:
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Constant)
+        and isinstance(statement.value.value, str)
+    )
 
 
 class ResultStore:

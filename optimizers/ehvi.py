@@ -54,9 +54,10 @@ class Boxes:
 
 
 def reference_point(points: np.ndarray, margin: float = REFERENCE_MARGIN) -> np.ndarray:
-    """The worst value of each objective among ``points`` plus ``margin`` times their range (one
-    unit when the range is 0). Given the front alone, this is BoTorch's ``infer_reference_point``
-    rule in minimisation form; given dominated points too, it lies farther out."""
+    """The worst value of each objective among ``points`` plus ``margin`` times their range
+    (times one unit when the range is 0). Given the front alone and the default margin, this is
+    BoTorch's ``infer_reference_point`` rule in minimisation form; given dominated points too,
+    it lies farther out; with ``margin`` 0 it is the points' worst corner."""
     worst, best = points.max(axis=0), points.min(axis=0)
     span = np.where(worst > best, worst - best, 1.0)
     return worst + margin * span

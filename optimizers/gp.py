@@ -17,9 +17,11 @@ over the front the models predict at the completed trials (:mod:`optimizers.gp_f
 quarters of the study's budget: ParEGO's random augmented-Chebyshev scalarisation, new weights
 at every suggestion and for every further member of a batch (qParEGO,
 :mod:`optimizers.scalarize`), which closes in on the front faster; EHVI then fills the front
-over the last quarter (option ``multi_objective`` picks either alone, or the hand-over, for any
-number). EHVI was ahead on every 2-objective problem of ``benchmarks/multi_objective.py``, the
-hand-over on the 3-objective DTLZ2 (docs/optimizers.md). ParEGO also serves constraints
+over the last quarter (a study without a trial budget stays with ParEGO; with four objectives
+the front soon needs too many boxes, and ParEGO serves then too). Option ``multi_objective``
+picks either alone, or the hand-over, for any number. EHVI was ahead on every 2-objective
+problem of ``benchmarks/multi_objective.py``, the hand-over on the 3-objective DTLZ2
+(docs/optimizers.md, "Three objectives: ParEGO, then EHVI"). ParEGO also serves constraints
 told as a penalty, ``acquisition: ei``, fronts too large to cut into boxes and histories with
 nothing feasible yet. Constraints get a GP each, and the
 acquisition is weighed by the probability that all of them hold

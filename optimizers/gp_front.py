@@ -103,7 +103,9 @@ class FittedFront:
     """Each objective's best predicted loss: no running trial is told a better one."""
     front: np.ndarray
     """The objectives the GPs predict at the usable (feasible, not failed) trials, dominated
-    ones included (:func:`~optimizers.ehvi.decompose` keeps the non-dominated)."""
+    ones included (:func:`~optimizers.ehvi.decompose` keeps the non-dominated ones strictly
+    below the reference point: with three or more objectives, whose reference is the front's
+    worst corner, a point worst in some objective adds no volume and is left out)."""
     reference: np.ndarray
     anchors: np.ndarray
 

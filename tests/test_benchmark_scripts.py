@@ -226,3 +226,16 @@ def test_the_digits_cnn_table_covers_its_space_and_ignores_absent_blocks() -> No
     front = points[[not np.any(np.all(points <= p, 1) & np.any(points < p, 1)) for p in points]]
     assert len(front) >= 10 and np.all(front < reference)  # the reference cuts none of it
     assert hypervolume(points, reference) == pytest.approx(1298.7, abs=0.05)
+
+
+def test_the_stored_runs_key_by_the_optimizers_code_not_their_docstrings() -> None:
+    """Rewording a docstring or a comment keeps the stored runs; changing what runs does not."""
+    from benchmarks.optimizer_results import code_of
+
+    source = '"""Module."""\n\nSHARE = 0.25\n"""Attribute."""\n\n\ndef f(x):\n    """Doc."""\n    return x * SHARE  # why\n'  # noqa: E501
+    reworded = '"""Another."""\n\nSHARE = 0.25\n\n\ndef f(x):\n    return x * SHARE\n'
+    changed = '"""Module."""\n\nSHARE = 0.5\n"""Attribute."""\n\n\ndef f(x):\n    """Doc."""\n    return x * SHARE\n'  # noqa: E501
+    assert code_of(source) == code_of(reworded)
+    assert code_of(source) != code_of(changed)
+    only_doc = 'def g():\n    """Nothing but a docstring."""\n'
+    assert code_of(only_doc) == code_of("def g():\n    pass\n")

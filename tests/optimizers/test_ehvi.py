@@ -282,9 +282,7 @@ def test_the_scalarised_model_serves_when_nothing_is_feasible_or_the_front_is_to
     assert len(gp.suggest(1)) == 1
 
 
-def test_ehvi_is_the_default_for_two_objectives_parego_for_more_and_the_option_is_checked() -> (
-    None
-):
+def test_ehvi_is_the_default_for_two_objectives_parego_then_ehvi_for_more_and_is_checked() -> None:
     assert _gp(2).front_model == "ehvi" and _gp(2)._scores_hypervolume()
     assert _gp(3).front_model == "parego-ehvi" and not _gp(3)._scores_hypervolume()
     assert _gp(4).front_model == "parego-ehvi"
@@ -311,21 +309,27 @@ def test_three_objectives_hand_over_from_parego_to_ehvi_over_the_last_quarter() 
         _tell(c, _three_objectives(c)) for c in ({"x": a, "y": b} for a, b in rng.random((11, 2)))
     ]
 
-    def fitted(completed: int, pending: int = 0, budget: int | None = 16) -> Any:
+    def fitted(completed: int, pending: int = 0, budget: int | None = 16, **options: Any) -> Any:
         gp = create_optimizer(
-            "gp", PLANE, directions=(Direction.MINIMIZE,) * 3, seed=0, budget=budget
-        )
+            "gp", PLANE, directions=(Direction.MINIMIZE,) * 3, seed=0, budget=budget,
+            options=options,
+        )  # fmt: skip
         gp.update(history[:completed], [{"x": 0.5, "y": 0.1 * i} for i in range(pending)])
         return gp._fit(np.random.default_rng(0))
 
     assert isinstance(fitted(11), _Fitted)  # 11 of 16: ParEGO
     assert isinstance(fitted(12, budget=None), _Fitted)
     assert isinstance(fitted(11, pending=1), FittedFront)  # 12 of 16 used: EHVI
+    assert isinstance(fitted(12, multi_objective="parego"), _Fitted)  # asked for, throughout
     front = fitted(12)
     assert isinstance(front, FittedFront)
     corner = front.front[non_dominated(front.front)].max(axis=0)
     assert np.allclose(front.reference, corner)
     assert (front.reference < 2.5).all()  # the dominated trial at (3, 3, 3) is not spanned
+    late = create_optimizer("gp", PLANE, directions=(Direction.MINIMIZE,) * 3, seed=0, budget=16)
+    late.update(history, [])
+    batch = late.suggest(2)  # the second member against the first told as a lie
+    assert len({(c["x"], c["y"]) for c in batch}) == 2
 
     two = _gp(2)
     two.update([_tell(o.params, o.values[:2]) for o in history], [])
