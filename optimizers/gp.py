@@ -17,12 +17,13 @@ over the front the models predict at the completed trials (:mod:`optimizers.gp_f
 quarters of the study's budget: ParEGO's random augmented-Chebyshev scalarisation, new weights
 at every suggestion and for every further member of a batch (qParEGO,
 :mod:`optimizers.scalarize`), which closes in on the front faster; EHVI then fills the front
-over the last quarter (a study without a trial budget stays with ParEGO; with four objectives
-the front soon needs too many boxes, and ParEGO serves then too). Option ``multi_objective``
-picks either alone, or the hand-over, for any number. EHVI was ahead on every 2-objective
-problem of ``benchmarks/multi_objective.py``, the hand-over on the 3-objective DTLZ2 in
-studies of 100 trials (in studies of 50 ParEGO alone did better; docs/optimizers.md, "Three
-objectives: ParEGO, then EHVI"). ParEGO also serves constraints
+over the last quarter when that quarter is at least 25 trials (a study of fewer than 100
+trials, or without a trial budget, stays with ParEGO; with four objectives the front soon
+needs too many boxes, and ParEGO serves then too). Option ``multi_objective`` picks either
+alone, or the hand-over, for any number. EHVI was ahead on every 2-objective problem of
+``benchmarks/multi_objective.py``, the hand-over on the 3-objective DTLZ2 in studies of 100
+trials, ParEGO alone in studies of 50 (docs/optimizers.md, "Three objectives: ParEGO, then
+EHVI"). ParEGO also serves constraints
 told as a penalty, ``acquisition: ei``, fronts too large to cut into boxes and histories with
 nothing feasible yet. Constraints get a GP each, and the
 acquisition is weighed by the probability that all of them hold
@@ -98,6 +99,10 @@ MULTI_OBJECTIVE = ("ehvi", "parego", "parego-ehvi")
 EHVI_SHARE = 0.25
 """Under ``multi_objective: parego-ehvi``, the final share of the study's budget scored by
 EHVI (ParEGO before it)."""
+EHVI_MIN_TRIALS = 25
+"""The fewest trials that share must hold for EHVI to take over: spreading a front takes
+EHVI about this many (in studies of 50 every hand-over tried lost to ParEGO alone, in studies
+of 100 every one from trial 38 to 80 won)."""
 ACQUISITIONS = ("ei", "log-ei")
 CONSTRAINT_MODELS = ("probability", "penalty")
 
@@ -120,8 +125,8 @@ class GPOptimizer(BaseOptimizer):
     modelled, or "penalty" (infeasible trials told as bad losses); ``multi_objective``
     the acquisition of several objectives: "ehvi" (the default for two), "parego" (one
     random scalarisation per suggestion and batch member) or "parego-ehvi" (ParEGO, then EHVI
-    over the final quarter of the study's budget, ParEGO throughout without one; the default
-    for three or four).
+    over the final quarter of the study's budget when that is 25 trials or more, ParEGO
+    throughout otherwise; the default for three or four).
     """
 
     def configure(
@@ -269,10 +274,15 @@ class GPOptimizer(BaseOptimizer):
 
     def _scores_hypervolume(self) -> bool:
         """Whether several objectives get a GP each and EHVI (else one scalarised GP): under
-        ``parego-ehvi`` only over the final :data:`EHVI_SHARE` of a known budget."""
+        ``parego-ehvi`` only over the final :data:`EHVI_SHARE` of a known budget, and only
+        when that share is :data:`EHVI_MIN_TRIALS` trials or more."""
         if self.front_model == "parego-ehvi":
-            used = len(self.completed) + len(self.pending)
-            late = self.budget is not None and used >= (1.0 - EHVI_SHARE) * self.budget
+            used = self.budget_used()
+            late = (
+                used is not None
+                and EHVI_SHARE * self.budget >= EHVI_MIN_TRIALS
+                and used >= 1.0 - EHVI_SHARE
+            )
         else:
             late = self.front_model == "ehvi"
         return (
@@ -325,10 +335,14 @@ class GPOptimizer(BaseOptimizer):
     def margin(self) -> float:
         """EI's margin: ``xi``, annealed linearly to 0 over the study's budget when it has one,
         so the last trials refine the best region instead of exploring."""
+        used = self.budget_used()
+        return self.xi if used is None else self.xi * max(0.0, 1.0 - used)
+
+    def budget_used(self) -> float | None:
+        """The share of the study's trial budget completed or running; None without one."""
         if self.budget is None:
-            return self.xi
-        used = len(self.completed) + len(self.pending)
-        return self.xi * max(0.0, 1.0 - used / self.budget)
+            return None
+        return (len(self.completed) + len(self.pending)) / self.budget
 
     def _lies(self, believed: ExactGP, X: np.ndarray, y: np.ndarray, best: float) -> np.ndarray:
         """Made-up standardised losses for running trials at ``X``."""

@@ -298,11 +298,33 @@ def _three_objectives(config: dict[str, Any]) -> tuple[float, float, float]:
     return x, y, 1.5 - x - y + 2 * (x - 0.5) ** 2
 
 
-def test_three_objectives_hand_over_from_parego_to_ehvi_over_the_last_quarter() -> None:
+def test_the_hand_over_needs_a_last_quarter_of_25_trials_or_more() -> None:
+    """A budget of 100 hands over to EHVI at trial 75 (25 left); one of 96 (24 left), or
+    none, stays with ParEGO to the end; running trials count as used."""
+    rng = np.random.default_rng(6)
+    history = [_tell({"x": a, "y": b}, (a, b, 1.0 - a)) for a, b in rng.random((95, 2))]
+
+    def hands_over(budget: int | None, completed: int, pending: int = 0) -> bool:
+        gp = create_optimizer(
+            "gp", PLANE, directions=(Direction.MINIMIZE,) * 3, seed=0, budget=budget
+        )
+        gp.update(history[:completed], [{"x": 0.5, "y": 0.01 * i} for i in range(pending)])
+        return gp._scores_hypervolume()
+
+    assert not hands_over(100, 74) and hands_over(100, 75) and hands_over(100, 74, pending=1)
+    assert not hands_over(96, 72) and not hands_over(96, 95)
+    assert not hands_over(None, 95)
+
+
+def test_three_objectives_hand_over_from_parego_to_ehvi_over_the_last_quarter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The default for three or four objectives: ParEGO until three quarters of the budget
     are used (counting running trials), and throughout without a budget; then EHVI, against
     the worst corner of the front itself, where two objectives span every usable trial (a
-    far-off dominated trial among them)."""
+    far-off dominated trial among them). A budget of 16, its last quarter allowed to hand
+    over, keeps the fits small."""
+    monkeypatch.setattr(gp_module, "EHVI_MIN_TRIALS", 4)
     rng = np.random.default_rng(4)
     history = [Observation({"x": 0.9, "y": 0.9}, 3.0, values=(3.0, 3.0, 3.0))]
     history += [
