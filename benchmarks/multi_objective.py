@@ -11,12 +11,12 @@ constraint (scored by the feasible regret). The peers are in
 constraints, ``gp-parego`` and ``gp-ehvi`` the GP with option ``multi_objective: parego`` (one
 random scalarisation per suggestion) or ``ehvi`` (expected hypervolume improvement) whatever
 the number of objectives (``gp`` takes EHVI for two; for three ParEGO, then EHVI over the
-last quarter of the budget), ``gp-xi0`` the GP without EI's exploration margin (option ``xi:
-0``; it acts on one objective and on ParEGO, not on EHVI, which has no margin), ``gp-xihalf``
-the GP told half the study's budget (with one or two objectives the budget sets nothing else
-in the GP than the trials over which that margin anneals to 0, so this is the margin annealed
-over the first half; with three it also moves the hand-over to EHVI). These variants run only
-when ``--methods`` names them.
+last quarter of a budget of 100 or more), ``gp-xi0`` the GP without EI's exploration margin
+(option ``xi: 0``; it acts on one objective and on ParEGO, not on EHVI, which has no margin),
+``gp-xihalf`` the GP told half the study's budget (with one or two objectives the budget sets
+nothing else in the GP than the trials over which that margin anneals to 0, so this is the
+margin annealed over the first half; with three, told less than 100, it also keeps ParEGO
+throughout). These variants run only when ``--methods`` names them.
 Each run is sequential (one trial at a time) and measured after 50 and ``--budget``
 evaluations: the hypervolume of its feasible points from the reference point (higher is
 better) or the feasible regret (lower is better). Tables: mean ± standard error over seeds,
