@@ -55,9 +55,7 @@ def fold_failure(errors: dict[int, BaseException], label: str, ranks: int) -> Fo
     cause = _cause(err)
     message = _describe(cause)
     where = f"rank {rank}: " if ranks > 1 else ""
-    intact = len(errors) == ranks and all(
-        isinstance(_cause(e), FoldContractError) for e in errors.values()
-    )
+    intact = len(errors) == ranks and all(map(raised_by_every_rank, errors.values()))
     if _severity(err) == 0:
         log.info("%s failed on rank %d: %s", label, rank, message)
         if isinstance(cause, RankError):  # it names the rank at fault itself
@@ -81,6 +79,12 @@ def is_root_cause(err: BaseException) -> bool:
     """Whether ``err`` is an error of the task's own (not a lost worker, a broken process
     group, or a rank echoing another's failure): no other rank's error could explain it."""
     return _severity(err) == 0 and not _echo(err)
+
+
+def raised_by_every_rank(err: BaseException) -> bool:
+    """Whether ``err`` is one every rank raises at the same report (``FoldContractError``):
+    the other ranks' errors are on their way, and no rank is stuck."""
+    return isinstance(_cause(err), FoldContractError)
 
 
 def _echo(err: BaseException) -> bool:

@@ -26,7 +26,12 @@ from foldwise.service.artifact_store import ArtifactStore
 from foldwise.service.executor.cluster_view import ClusterView
 from foldwise.service.executor.code_shipping import task_module_paths
 from foldwise.service.executor.contract import FoldRunStats
-from foldwise.service.executor.failures import FoldFailed, fold_failure, is_root_cause
+from foldwise.service.executor.failures import (
+    FoldFailed,
+    fold_failure,
+    is_root_cause,
+    raised_by_every_rank,
+)
 from foldwise.service.executor.holdout_scoring import score_in_worker
 from foldwise.service.executor.pool import TaskCode, WorkerGroup, WorkerPool
 from foldwise.service.executor.ray_init import init_ray
@@ -332,7 +337,7 @@ class RayExecutor:
                 finished.add(item[1])
             if errors:
                 (first,) = errors.values()
-                grace = ROOT_CAUSE_GRACE_S if is_root_cause(first) else FAILURE_GRACE_S
+                grace = _failure_grace(first)
                 errors |= await _collect_errors(tasks, queue, grace)
                 raise fold_failure(errors, job.describe(), len(tasks))
         except _DeadlinePassed:
@@ -491,6 +496,16 @@ async def _next(
         if left is not None and (grace is None or left <= grace):
             raise _DeadlinePassed from None
         raise _StuckRanks(sorted(set(range(world_size)) - finished)) from None
+
+
+def _failure_grace(first: BaseException) -> float:
+    """How long the other ranks get to fail too once ``first`` came in. Every rank raises a
+    contract error at the same report, so theirs are on their way (on a loaded machine later
+    than ROOT_CAUSE_GRACE_S) and waiting for them costs nothing; another error of the task's
+    own may have left its peers stuck, so they get a moment only."""
+    if raised_by_every_rank(first) or not is_root_cause(first):
+        return FAILURE_GRACE_S
+    return ROOT_CAUSE_GRACE_S
 
 
 async def _collect_errors(

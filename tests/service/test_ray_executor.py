@@ -24,6 +24,7 @@ from foldwise.service.executor.pool import WorkerGroup
 from foldwise.service.executor.ray_executor import fold_failure
 from foldwise.service.executor.task_probe import describe_remotely
 from foldwise.trainers.fold_channel import TrainingDiverged
+from foldwise.trainers.fold_errors import FoldContractError
 from foldwise.trainers.job import FoldJob
 from foldwise.trainers.report import (
     MODEL_FILE,
@@ -90,6 +91,19 @@ def test_divergence_on_every_rank_leaves_the_workers_intact() -> None:
     diverged = {rank: _task_error(nan) for rank in (0, 1)}
     assert fold_failure(diverged, "t", 2).workers_intact
     assert not fold_failure({0: diverged[0]}, "t", 2).workers_intact
+
+
+def test_the_peers_of_a_contract_error_get_the_full_grace_to_send_theirs() -> None:
+    """Every rank raises a contract error at the same report: on a loaded machine the second
+    one reached the service more than ROOT_CAUSE_GRACE_S after the first, and the group that
+    was intact was killed. A lone error of the task's own may have left its peers stuck."""
+    grace = ray_executor._failure_grace
+    contract = FoldContractError("rank 0 the report of epoch 1 lacks the objective metric")
+    assert grace(_task_error(contract)) == ray_executor.FAILURE_GRACE_S
+    assert grace(_task_error(TrainingDiverged("rank 1 loss became nan"))) == grace(contract)
+    assert grace(_task_error(KeyError("width"))) == ray_executor.ROOT_CAUSE_GRACE_S
+    assert grace(ray.exceptions.ActorDiedError()) == ray_executor.FAILURE_GRACE_S
+    assert ray_executor.ROOT_CAUSE_GRACE_S < ray_executor.FAILURE_GRACE_S
 
 
 def test_fractional_gpus_cannot_share_a_gpu_between_ranks() -> None:
