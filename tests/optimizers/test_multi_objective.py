@@ -134,13 +134,16 @@ def test_each_learner_heads_for_the_pareto_front(learner: str) -> None:
 @pytest.mark.parametrize("learner", LEARNERS)
 def test_infeasible_trials_steer_the_search_but_are_not_failures(learner: str) -> None:
     """Minimise the distance to (0.2, 0.5) subject to x >= 0.4: the constrained optimum is
-    (0.4, 0.5), on the boundary. Over three seeds, random search puts 30% of its late trials
+    (0.4, 0.5), on the boundary. Over six seeds, random search puts 28% of its late trials
     deep in the infeasible region (x < 0.3) and its late feasible ones at x of 0.71 in the
-    median; the learners keep nearer the boundary on both sides of it (evolution: 17% and
-    0.54; nas_evolution, which the GP guides: 5% and 0.40). The GP, which models the
-    constraint, finds the constrained optimum itself: within 0.001 of it on each of 12 seeds
-    tried (random search's best feasible point: 0.02 to 0.17 away), while where its late
-    feasible trials lie varies with the seed (medians 0.40 to 0.77)."""
+    median. The learners that model the constraint keep out of it: nas_evolution (which the
+    GP guides) 4% deep and a median of 0.41, and the GP 4%, which finds the constrained
+    optimum itself: within 0.001 of it on each of 12 seeds tried (random search's best
+    feasible point: 0.02 to 0.17 away), while where its late feasible trials lie varies with
+    the seed (medians 0.40 to 0.77). Evolution, which only ranks infeasible trials last,
+    mutates across the boundary about as often as random search (25% deep; 0.19 over 12
+    seeds, a share that moved from 17% to 25% over three seeds between two machines), but
+    its late feasible trials crowd nearer the boundary (median 0.57; 0.51 on six more seeds)."""
 
     def tell(config: dict[str, Any], value: float) -> Observation:
         gap = 0.4 - config["x"]
@@ -150,7 +153,7 @@ def test_infeasible_trials_steer_the_search_but_are_not_failures(learner: str) -
         return (config["x"] - 0.2) ** 2 + (config["y"] - 0.5) ** 2
 
     late: list[Observation] = []
-    for seed in range(3):
+    for seed in range(3 if learner == "gp" else 6):
         optimizer = create_optimizer(learner, PLANE, seed=seed, budget=40)
         history = run_study(optimizer, loss, budget=40, tell=tell)
         assert any(not o.feasible for o in history) and all(o.ok for o in history)
@@ -158,6 +161,11 @@ def test_infeasible_trials_steer_the_search_but_are_not_failures(learner: str) -
         if learner == "gp":
             best = min((o for o in history if o.feasible), key=lambda o: o.value)
             assert math.dist((best.params["x"], best.params["y"]), (0.4, 0.5)) < 0.01
-    assert np.mean([o.params["x"] < 0.3 for o in late]) < 0.2
-    if learner != "gp":
-        assert np.median([o.params["x"] for o in late if o.feasible]) < 0.66
+    deep = np.mean([o.params["x"] < 0.3 for o in late])
+    median = np.median([o.params["x"] for o in late if o.feasible])
+    if learner == "evolution":
+        assert median < 0.62
+    else:
+        assert deep < 0.15
+    if learner == "nas_evolution":
+        assert median < 0.5
