@@ -146,6 +146,11 @@ class BaseOptimizer(ABC):
         return np.random.default_rng([*self._digest, *salt])
 
     @property
+    def started(self) -> int:
+        """How many trials the study has started: completed (or failed) and running."""
+        return len(self.completed) + len(self.pending)
+
+    @property
     def multi_objective(self) -> bool:
         return len(self.directions) > 1
 

@@ -173,7 +173,7 @@ class GPOptimizer(BaseOptimizer):
     def suggest(self, count: int) -> list[dict[str, Any]]:
         count = check_count(count)
         rng, seen = self.rng(), self.seen_keys()
-        started = len(self.completed) + len(self.pending)
+        started = self.started
         n_random = count if len(self.completed) < 2 else self.n_initial - started
         n_random = min(max(n_random, 0), count)
         if self.initial == "sobol" and started < self.n_initial:
@@ -342,7 +342,7 @@ class GPOptimizer(BaseOptimizer):
         """The share of the study's trial budget completed or running; None without one."""
         if self.budget is None:
             return None
-        return (len(self.completed) + len(self.pending)) / self.budget
+        return self.started / self.budget
 
     def _lies(self, believed: ExactGP, X: np.ndarray, y: np.ndarray, best: float) -> np.ndarray:
         """Made-up standardised losses for running trials at ``X``."""

@@ -98,8 +98,7 @@ class NASEvolutionOptimizer(BaseOptimizer):
         rng, seen = self.rng(), self.seen_keys()
         alive = self.completed[-self.population :]
         fitness = self.ranking_fitness(slice(-self.population, None))
-        started = len(self.completed) + len(self.pending)
-        n_random = min(count, max(0, self.population - started))
+        n_random = min(count, max(0, self.population - self.started))
         if not np.isfinite(fitness).any():  # nothing has worked yet: keep exploring
             n_random = count
         batch = sample_unique(self.encoding, n_random, rng, seen)

@@ -9,7 +9,8 @@ import foldwise.optimizers.gp as gp_module
 from foldwise.optimizers.acquisition import MIN_GAP, maximize_acquisition, too_close
 from foldwise.optimizers.encoding import SpaceEncoding
 from foldwise.optimizers.gp import GPOptimizer, keep_rows, penalize_failures
-from tests.optimizers.problems import PLANE, observe
+from foldwise.optimizers.sampling import config_key
+from tests.optimizers.problems import PLANE, make_space, observe
 
 
 def test_failures_cost_the_worst_loss_plus_a_tenth_of_the_spread() -> None:
@@ -116,6 +117,30 @@ def test_the_acquisition_search_keeps_clear_of_running_trials() -> None:
     )  # fmt: skip
     gap = np.hypot(config["x"] - 1.0, config["y"] - 0.5)
     assert MIN_GAP <= gap < 2 * MIN_GAP
+
+
+def test_the_polishing_climbs_from_the_best_observed_configuration_too() -> None:
+    """A narrow peak beside the incumbent, which no candidate comes near in six dimensions,
+    is found by polishing from the incumbent; the candidates' leaders sit on a broad, lower
+    hill elsewhere and would win without it."""
+    encoding = SpaceEncoding(make_space({f"x{i}": {"type": "float", "low": 0.0, "high": 1.0}
+                                         for i in range(6)}))  # fmt: skip
+    incumbent = np.full((1, 6), 0.2)
+    peak = incumbent + np.array([0.03, 0, 0, 0, 0, 0])
+
+    def gradient(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        near, far = X - peak, X - 0.8
+        narrow = 2.0 * np.exp(-(near**2).sum(1) / (2 * 0.02**2))
+        broad = np.exp(-(far**2).sum(1) / (2 * 0.3**2))
+        grads = -narrow[:, None] * near / 0.02**2 - broad[:, None] * far / 0.3**2
+        return narrow + broad, grads
+
+    config = maximize_acquisition(
+        lambda X: gradient(X)[0], encoding, np.random.default_rng(0), anchors=incumbent,
+        seen={config_key(encoding.decode(incumbent)[0])}, candidates=200, gradient=gradient,
+    )  # fmt: skip
+    found = np.array([[config[f"x{i}"] for i in range(6)]])
+    assert np.abs(found - peak).max() < 0.01
 
 
 def test_too_close_measures_distance_to_running_trials() -> None:
