@@ -83,7 +83,7 @@ def is_root_cause(err: BaseException) -> bool:
 
 def raised_by_every_rank(err: BaseException) -> bool:
     """Whether ``err`` is one every rank raises at the same report (``FoldContractError``):
-    the other ranks' errors are on their way, and no rank is stuck."""
+    the other ranks' errors are on their way (unless the task's code caught it on one rank)."""
     return isinstance(_cause(err), FoldContractError)
 
 

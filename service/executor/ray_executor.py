@@ -50,8 +50,9 @@ __all__ = ["FoldFailed", "FoldRunStats", "RayExecutor", "fold_failure"]
 FAILURE_GRACE_S = 10.0
 """After one rank fails, how long to wait for the others to report why (the root cause)."""
 ROOT_CAUSE_GRACE_S = 1.0
-"""The same, when the first error is already the task's own (nothing can outrank it): a
-moment for ranks that failed together, not the stuck peers of one that failed alone."""
+"""The same, when the first error is already the task's own (nothing can outrank it) and not
+one every rank raises: a moment for ranks that failed together, not the stuck peers of one
+that failed alone."""
 FINISH_GRACE_S = 60.0
 """After one rank finishes cleanly, how long the others may take to finish too: every rank
 trains the same epochs, so all that is left to them is leaving the process group."""

@@ -10,7 +10,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,17 +93,35 @@ def test_divergence_on_every_rank_leaves_the_workers_intact() -> None:
     assert not fold_failure({0: diverged[0]}, "t", 2).workers_intact
 
 
-def test_the_peers_of_a_contract_error_get_the_full_grace_to_send_theirs() -> None:
-    """Every rank raises a contract error at the same report: on a loaded machine the second
-    one reached the service more than ROOT_CAUSE_GRACE_S after the first, and the group that
-    was intact was killed. A lone error of the task's own may have left its peers stuck."""
-    grace = ray_executor._failure_grace
+def test_a_contract_error_that_reaches_the_service_late_still_keeps_the_workers() -> None:
+    """Every rank raises a contract error at the same report, but on a loaded machine the
+    second one reached the service more than ROOT_CAUSE_GRACE_S after the first: the group,
+    intact, was killed. A lone error of the task's own, whose peers may be stuck, and a lost
+    worker keep their graces."""
     contract = FoldContractError("rank 0 the report of epoch 1 lacks the objective metric")
-    assert grace(_task_error(contract)) == ray_executor.FAILURE_GRACE_S
-    assert grace(_task_error(TrainingDiverged("rank 1 loss became nan"))) == grace(contract)
+    late = ray_executor.ROOT_CAUSE_GRACE_S + 0.5
+
+    async def rank_run(delay: float) -> AsyncIterator[Any]:
+        await asyncio.sleep(delay)
+        raise _task_error(contract)
+        yield  # an async generator, as a rank's stream of results is
+
+    async def scenario() -> FoldFailed:
+        queue: asyncio.Queue = asyncio.Queue()
+        tasks = [
+            asyncio.create_task(ray_executor._consume(rank, rank_run(delay), queue))
+            for rank, delay in ((0, 0.0), (1, late))
+        ]
+        _, rank, first = await queue.get()
+        grace = ray_executor._failure_grace(first)
+        errors = {rank: first} | await ray_executor._collect_errors(tasks, queue, grace)
+        return fold_failure(errors, "t", 2)
+
+    failure = asyncio.run(scenario())
+    assert failure.workers_intact and not failure.retryable
+    grace = ray_executor._failure_grace
     assert grace(_task_error(KeyError("width"))) == ray_executor.ROOT_CAUSE_GRACE_S
     assert grace(ray.exceptions.ActorDiedError()) == ray_executor.FAILURE_GRACE_S
-    assert ray_executor.ROOT_CAUSE_GRACE_S < ray_executor.FAILURE_GRACE_S
 
 
 def test_fractional_gpus_cannot_share_a_gpu_between_ranks() -> None:
