@@ -141,9 +141,10 @@ def test_infeasible_trials_steer_the_search_but_are_not_failures(learner: str) -
     optimum itself: within 0.001 of it on each of 12 seeds tried (random search's best
     feasible point: 0.02 to 0.17 away), while where its late feasible trials lie varies with
     the seed (medians 0.40 to 0.77). Evolution, which only ranks infeasible trials last,
-    mutates across the boundary about as often as random search (25% deep; 0.19 over 12
-    seeds, a share that moved from 17% to 25% over three seeds between two machines), but
-    its late feasible trials crowd nearer the boundary (median 0.57; 0.51 on six more seeds)."""
+    still mutates across the boundary: 25% deep over seeds 0 to 5 (12.5% over seeds 6 to 11;
+    over seeds 0 to 2 the share was 17% on one machine and 25% on another), against 82% (72%)
+    when it is not told the constraint at all; its late feasible trials lie at a median x of
+    0.57 (0.51), nearer the boundary than random search's."""
 
     def tell(config: dict[str, Any], value: float) -> Observation:
         gap = 0.4 - config["x"]
@@ -156,16 +157,15 @@ def test_infeasible_trials_steer_the_search_but_are_not_failures(learner: str) -
     for seed in range(3 if learner == "gp" else 6):
         optimizer = create_optimizer(learner, PLANE, seed=seed, budget=40)
         history = run_study(optimizer, loss, budget=40, tell=tell)
-        assert any(not o.feasible for o in history) and all(o.ok for o in history)
+        assert any(not o.feasible for o in history)
         late += history[20:]
         if learner == "gp":
             best = min((o for o in history if o.feasible), key=lambda o: o.value)
             assert math.dist((best.params["x"], best.params["y"]), (0.4, 0.5)) < 0.01
     deep = np.mean([o.params["x"] < 0.3 for o in late])
     median = np.median([o.params["x"] for o in late if o.feasible])
+    assert deep < (0.4 if learner == "evolution" else 0.15)
     if learner == "evolution":
         assert median < 0.62
-    else:
-        assert deep < 0.15
     if learner == "nas_evolution":
         assert median < 0.5
