@@ -37,9 +37,10 @@ REFINE_SCALES = (0.05, 0.015, 0.005, 0.0015)
 POLISH_STARTS = 5
 """The leading candidates polished by L-BFGS-B."""
 POLISH_ANCHORS = 2
-"""The best observed configurations polished too, as Optuna's GP ascends from its best trial:
-the candidates' leaders can all sit in one region while the next refinement lies beside the
-incumbent (Hartmann6 with a constraint, whose optimum sits on the boundary)."""
+"""The first anchors polished too, as Optuna's GP ascends from its best trial: the observed
+configurations the model predicts best (feasible first; under EHVI, the front's in NSGA-II's
+order, its extremes first). The candidates' leaders can all sit in one region while the next
+refinement lies beside the incumbent (Hartmann6 with a constraint, its optimum on the edge)."""
 POLISH_ITERATIONS = 100
 
 
