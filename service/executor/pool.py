@@ -3,7 +3,8 @@ design (c)).
 
 A group is one placement group plus one DDPWorker actor per rank. A new actor pays a Python + torch
 start (seconds); a reused one starts the next fold in well under a second. Idle groups hold their
-resources, so when a new placement group cannot be placed the oldest idle groups are evicted.
+resources, so when a new placement group cannot be placed the oldest idle groups are evicted;
+a group of the waiting run's own shape and code that comes free meanwhile is taken instead.
 A group's workers import one snapshot of task code (``TaskCode``) for their whole life, so a
 group only runs folds of studies with that snapshot.
 """
@@ -90,19 +91,21 @@ class WorkerPool:
         with a fresh rendezvous address, and whether it was new. `on_placed` is called once Ray
         has placed a new group, before its workers start."""
         code_hash = None if code is None else code.hash
-        while (group := self._take_idle(shape, code_hash)) is not None:
-            try:
-                await self._refresh_master(group)
-            except ray.exceptions.RayError as err:  # died while idle: try another or a new one
-                log.warning("discarding dead idle worker group %d: %s", group.id, err)
-                self.discard(group)
-                continue
-            except BaseException:
-                self.discard(group)
-                raise
-            return group, False
-        group = await self._create(shape, on_placed, code)
-        return group, True
+        while True:
+            while (group := self._take_idle(shape, code_hash)) is not None:
+                try:
+                    await self._refresh_master(group)
+                except ray.exceptions.RayError as err:  # died while idle: try another or new
+                    log.warning("discarding dead idle worker group %d: %s", group.id, err)
+                    self.discard(group)
+                    continue
+                except BaseException:
+                    self.discard(group)
+                    raise
+                return group, False
+            if (group := await self._create(shape, on_placed, code)) is not None:
+                return group, True
+            # a group that fits came free while the new one waited to be placed: take it
 
     def release(self, group: WorkerGroup) -> None:
         """Take back a group whose run succeeded; idle groups past the bound die, oldest first."""
@@ -144,7 +147,9 @@ class WorkerPool:
         shape: Shape,
         on_placed: Callable[[], None] | None = None,
         code: TaskCode | None = None,
-    ) -> WorkerGroup:
+    ) -> WorkerGroup | None:
+        """A new group of `shape`, once Ray has placed it and its workers answer; None, and
+        nothing placed, when an idle group of the same shape and code comes free first."""
         world_size, cpus, gpus = shape
         code_options: dict[str, Any] = {}
         if code is not None:
@@ -163,7 +168,9 @@ class WorkerPool:
         )
         self._busy[group.id] = group
         try:
-            await self._wait_placed(pg)
+            if not await self._wait_placed(pg, shape, group.code_hash):
+                self.discard(group)
+                return None
             if on_placed is not None:
                 on_placed()
             group.actors = [
@@ -183,15 +190,23 @@ class WorkerPool:
             raise
         return group
 
-    async def _wait_placed(self, pg: PlacementGroup) -> None:
-        """Wait quietly for the cluster to place `pg`, evicting idle groups that block it."""
+    async def _wait_placed(self, pg: PlacementGroup, shape: Shape, code_hash: str | None) -> bool:
+        """Wait quietly for the cluster to place `pg`, evicting idle groups that block it;
+        False as soon as an idle group of `shape` and `code_hash` is there to take instead
+        (a run of the same kind has just ended: its warm workers serve, where evicting them
+        would make room for cold ones)."""
         ready = asyncio.ensure_future(pg.ready())
         try:
             while not ready.done():
                 await asyncio.wait({ready}, timeout=EVICT_AFTER_S)
-                if not ready.done() and self._idle:
+                if ready.done():
+                    break
+                if any(g.shape == shape and g.code_hash == code_hash for g in self._idle):
+                    return False
+                if self._idle:
                     self._kill(self._idle.pop(0))
             ready.result()
+            return True
         finally:
             ready.cancel()
 

@@ -20,7 +20,7 @@ import torch
 
 from foldwise.service.artifact_store import ArtifactStore
 from foldwise.service.executor import FoldFailed, FoldRunStats, RayExecutor, ray_executor
-from foldwise.service.executor.pool import WorkerGroup
+from foldwise.service.executor.pool import EVICT_AFTER_S, WorkerGroup
 from foldwise.service.executor.ray_executor import fold_failure
 from foldwise.service.executor.task_probe import describe_remotely
 from foldwise.trainers.fold_channel import TrainingDiverged
@@ -460,13 +460,39 @@ def test_idle_groups_give_their_cpus_to_a_fold_that_needs_them(runner, executor)
 
 
 @pytest.mark.slow
+def test_a_run_waiting_for_room_takes_the_group_of_its_shape_that_comes_free(
+    runner, executor: RayExecutor
+) -> None:
+    """A run that waits for Ray to place its workers, while one of its own shape holds the
+    room, takes that group once its run ends: warm, instead of evicting it for cold ones."""
+    shape = (2, 2.0, 0.0)  # the whole local Ray
+    pool = executor.pool
+
+    async def scenario() -> tuple[WorkerGroup, WorkerGroup, bool, bool]:
+        first, _ = await pool.acquire(shape)
+        waiting = asyncio.create_task(pool.acquire(shape))
+        await asyncio.sleep(2.5 * EVICT_AFTER_S)  # evicting every other idle group meanwhile
+        waited = not waiting.done()
+        pool.release(first)
+        second, new = await asyncio.wait_for(waiting, 120)
+        return first, second, new, waited
+
+    first, second, new, waited = runner.run(scenario())
+    pool.release(second)
+    assert waited and second is first and not new
+    assert not runner.run(_dead(second))
+
+
+@pytest.mark.slow
 def test_cancelling_the_iteration_kills_the_group(runner, executor: RayExecutor) -> None:
+    """(Of 2-CPU workers: the shape the test before leaves idle, so no cold start.)"""
+
     async def scenario() -> bool:
         first_epoch = asyncio.Event()
 
         async def consume() -> None:
             async for _ in executor.run_fold(
-                _job("digits_mlp", epochs=500), cpus_per_worker=CPUS, gpus_per_worker=0
+                _job("digits_mlp", epochs=500), cpus_per_worker=2.0, gpus_per_worker=0
             ):
                 first_epoch.set()
 
