@@ -22,6 +22,10 @@ from pathlib import Path
 from tests.live_service import free_port
 
 RAY_BIN = Path(sys.executable).parent / "ray"
+HEALTH_CHECKS = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3"}
+"""A lost node is marked dead after three missed health checks a second apart (Ray's defaults:
+five, three seconds apart); each check still waits Ray's 10 s for an answer, so a node of a
+loaded machine is not taken for lost."""
 
 
 @dataclass
@@ -90,11 +94,14 @@ class LoopbackCluster:
             raise
         return self
 
-    def add_worker(self, letter: str, timeout: float = 120) -> RayNode:
-        """A worker node with the custom resource ``node_<letter>``, once it has joined."""
+    def add_worker(
+        self, letter: str, timeout: float = 120, *, cpus: float | None = None
+    ) -> RayNode:
+        """A worker node with the custom resource ``node_<letter>``, once it has joined; of
+        ``cpus`` CPUs (the cluster's per-node count by default)."""
         resources = {f"node_{letter}": 1.0}
         args = [f"--address={self.address}", "--node-ip-address=127.0.0.1"]
-        args.append(f"--num-cpus={self.cpus:g}")
+        args.append(f"--num-cpus={self.cpus if cpus is None else cpus:g}")
         args.append(f'--resources={{"node_{letter}": 1}}')
         node = self._start_node(f"node_{letter}", args, resources)
         self.nodes.append(node)
@@ -109,7 +116,7 @@ class LoopbackCluster:
         directory.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("FOLDWISE_", "RAY_"))}
         env.pop("PYTHONPATH", None)
-        env |= self.env | {"RAY_USAGE_STATS_ENABLED": "0"}
+        env |= self.env | {"RAY_USAGE_STATS_ENABLED": "0"} | HEALTH_CHECKS
         log = (directory / "ray.log").open("ab")
         process = subprocess.Popen(
             [str(RAY_BIN), "start", "--block", "--disable-usage-stats", *args],
@@ -164,9 +171,10 @@ class LoopbackCluster:
         path = self.root / name / "ray.log"
         return path.read_text(errors="replace")[-tail:] if path.exists() else ""
 
-    def stop(self, grace: float = 5) -> None:
+    def stop(self, grace: float = 1) -> None:
         """SIGTERM to every node's process group, then, after ``grace`` seconds in all,
-        SIGKILL to every process of every node's session."""
+        SIGKILL to every process of every node's session (a node drains for up to 30 s
+        after SIGTERM, longer than any grace a test would wait)."""
         for node in reversed(self.nodes):
             if node.alive():
                 try:

@@ -50,7 +50,7 @@ SMOKE_RUNS = {
         "| shapes: own loop (train_fold) |",
     ),
     "holdout_bias": (
-        ["--seeds", "1", "--trials", "2", "--epochs", "2"],
+        ["--seeds", "1", "--trials", "1", "--epochs", "2"],
         "| seed | CV-best val_loss",
     ),
     "racing": (
@@ -59,8 +59,8 @@ SMOKE_RUNS = {
         "| random | racing |",
     ),
     "api_load": (
-        ["--backends", "sqlite", "--clients", "5", "--seconds", "5", "--quiet", "1"]
-        + ["--warm-trials", "1"],
+        ["--backends", "sqlite", "--clients", "5", "--seconds", "2", "--quiet", "1"]
+        + ["--warm-trials", "0"],
         "| now sqlite | study |",
     ),
     "optimizers": (

@@ -14,7 +14,7 @@ from tests.live_service import FOLDWISE_BIN, ROOT, LiveService
 
 pytestmark = pytest.mark.slow
 
-TRIALS, FOLDS, WORKERS, EPOCHS = 4, 3, 2, 3
+TRIALS, FOLDS, WORKERS, EPOCHS = 4, 2, 2, 3
 
 
 def _digits_spec() -> dict:

@@ -1,4 +1,4 @@
-"""100 pollers for 15 s against a real service while a study runs, on SQLite and PostgreSQL.
+"""100 pollers for 10 s against a real service while a study runs, on SQLite and PostgreSQL.
 
 The pollers start together and ask again a second after each answer: 100 requests in flight at
 once, every second, the load that once wedged the service (a request's session held a pooled
@@ -26,7 +26,7 @@ from tests.live_service import LiveService
 
 pytestmark = pytest.mark.slow
 
-CLIENTS, SECONDS, TIMEOUT = 100, 15, 5.0
+CLIENTS, SECONDS, TIMEOUT = 100, 10, 5.0
 WARM_TIMEOUT = 240
 
 
@@ -48,7 +48,7 @@ def wait_training(client: httpx.Client, study_id: int) -> tuple[int, int]:
     raise TimeoutError(f"study {study_id} stored no epoch within {WARM_TIMEOUT} s")
 
 
-def test_100_pollers_for_15_seconds_while_a_study_runs(database_url: str, tmp_path: Path) -> None:
+def test_100_pollers_for_10_seconds_while_a_study_runs(database_url: str, tmp_path: Path) -> None:
     service = LiveService(database_url, tmp_path / "service.log", ray_num_cpus=1).start()
     try:
         with service.http(timeout=30) as client:

@@ -183,12 +183,10 @@ def test_studies_share_the_cluster_and_a_waiting_one_says_so(
     cluster: LoopbackCluster, service: LiveService
 ) -> None:
     """A study of small folds fills the cluster; one of big folds (every CPU) waits, says
-    why, and gets the cluster before the first has finished: the share drains for it."""
+    why, and gets the cluster before the first has finished: the share drains for it. The
+    small folds have the shape of the first test's, whose idle worker groups they reuse."""
     small = _spec(
-        "small-folds",
-        0.15,
-        budget={"trials": 4},
-        parallel={"trial_groups": 2, "folds": 4, "workers_per_fold": 1},
+        "small-folds", 0.15, parallel={"trial_groups": 2, "folds": 4, "workers_per_fold": 2}
     )
     big = _spec(
         "big-folds",
@@ -202,9 +200,9 @@ def test_studies_share_the_cluster_and_a_waiting_one_says_so(
         first = _submit(http, small)
 
         def cluster_full() -> bool:
-            return sum(r["status"] == "running" for r in _fold_runs(http, first)) >= 4
+            return sum(r["status"] == "running" for r in _fold_runs(http, first)) >= 2
 
-        _until(cluster_full, 120, "four running fold runs", service)
+        _until(cluster_full, 120, "two running fold runs", service)
         second = _submit(http, big)
         waiting = _until(
             lambda: http.get(f"/studies/{second}").json()["waiting"], 60, "a waiting note", service
@@ -266,7 +264,7 @@ def test_a_study_whose_last_worker_node_died_says_so_and_resumes_when_one_joins(
 ) -> None:
     """Every worker node SIGKILLed mid-study (the head has no CPUs): the study says in
     ``waiting`` that no alive node can run its folds, and goes on when a node joins."""
-    spec = _node_loss_spec("last-node-loss", trials=2, epochs=6, retries=3)
+    spec = _node_loss_spec("last-node-loss", trials=1, epochs=6, retries=3)
     with service.http() as http:
         study_id = _submit(http, spec)
         _until(
@@ -290,7 +288,7 @@ def test_a_study_whose_last_worker_node_died_says_so_and_resumes_when_one_joins(
         )
         print(f"\n{time.monotonic() - killed_at:.0f} s after the kill, waiting: {said}")
         assert "hold 0 CPUs in all and a fold run needs 2 CPUs" in said, said
-        cluster.add_worker("d")
+        cluster.add_worker("d", cpus=4)  # room for both folds at once
         study = _until(lambda: _finished(http, study_id), 240, "the study's end", service)
         assert study["status"] == "completed", study
         assert study["waiting"] is None, study

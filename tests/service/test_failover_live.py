@@ -55,7 +55,7 @@ def test_the_follower_takes_over_when_the_leader_is_killed(
         ["ok"],
         budget={"trials": BUDGET},
         parallel={"trial_groups": GROUPS, "folds": FOLDS, "workers_per_fold": 1},
-        trainer={"task": "tests.user_tasks.tiny:task", "epochs": 12, "batch_size": 16},
+        trainer={"task": "tests.user_tasks.tiny:task", "epochs": 6, "batch_size": 16},
     )
     # epochs that wait rather than compute: trials stay in flight as long for a third of the
     # CPU (the suite runs beside it; alone, 40 computed epochs took as long)
