@@ -186,7 +186,10 @@ def test_studies_share_the_cluster_and_a_waiting_one_says_so(
     why, and gets the cluster before the first has finished: the share drains for it. The
     small folds have the shape of the first test's, whose idle worker groups they reuse."""
     small = _spec(
-        "small-folds", 0.15, parallel={"trial_groups": 2, "folds": 4, "workers_per_fold": 2}
+        "small-folds",
+        0.15,
+        budget={"trials": 3},
+        parallel={"trial_groups": 2, "folds": 4, "workers_per_fold": 2},
     )
     big = _spec(
         "big-folds",
@@ -264,7 +267,8 @@ def test_a_study_whose_last_worker_node_died_says_so_and_resumes_when_one_joins(
 ) -> None:
     """Every worker node SIGKILLed mid-study (the head has no CPUs): the study says in
     ``waiting`` that no alive node can run its folds, and goes on when a node joins."""
-    spec = _node_loss_spec("last-node-loss", trials=1, epochs=6, retries=3)
+    # 12 epochs: the study is still running when its nodes die, however slowly this polls
+    spec = _node_loss_spec("last-node-loss", trials=1, epochs=12, retries=3)
     with service.http() as http:
         study_id = _submit(http, spec)
         _until(

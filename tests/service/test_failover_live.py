@@ -57,8 +57,8 @@ def test_the_follower_takes_over_when_the_leader_is_killed(
         parallel={"trial_groups": GROUPS, "folds": FOLDS, "workers_per_fold": 1},
         trainer={"task": "tests.user_tasks.tiny:task", "epochs": 6, "batch_size": 16},
     )
-    # epochs that wait rather than compute: trials stay in flight as long for a third of the
-    # CPU (the suite runs beside it; alone, 40 computed epochs took as long)
+    # epochs that wait rather than compute: a trial stays in flight for 1.5 s and more, for
+    # little CPU (the suite runs beside it)
     spec["space"]["epoch_seconds"] = {"type": "categorical", "choices": [EPOCH_SECONDS]}
     leader = _service(database_url, tmp_path / "leader.log").start()
     follower: LiveService | None = None
