@@ -3,8 +3,9 @@ design (c)).
 
 A group is one placement group plus one DDPWorker actor per rank. A new actor pays a Python + torch
 start (seconds); a reused one starts the next fold in well under a second. Idle groups hold their
-resources, so when a new placement group cannot be placed the oldest idle groups are evicted;
-a group of the waiting run's own shape and code that comes free meanwhile is taken instead.
+resources, so when a new placement group cannot be placed the oldest idle groups are evicted,
+none that a waiting run would take: a group of a waiting run's own shape and code that comes
+free meanwhile is taken instead.
 A group's workers import one snapshot of task code (``TaskCode``) for their whole life, so a
 group only runs folds of studies with that snapshot.
 """
@@ -203,12 +204,19 @@ class WorkerPool:
                     break
                 if any(g.shape == shape and g.code_hash == code_hash for g in self._idle):
                     return False
-                if self._idle:
-                    self._kill(self._idle.pop(0))
+                if (victim := self._evictable()) is not None:
+                    self._idle.remove(victim)
+                    self._kill(victim)
             ready.result()
             return True
         finally:
             ready.cancel()
+
+    def _evictable(self) -> WorkerGroup | None:
+        """The oldest idle group that no run waiting for placement would take (its next look
+        takes one of its own shape and code)."""
+        wanted = {(g.shape, g.code_hash) for g in self._busy.values() if not g.actors}
+        return next((g for g in self._idle if (g.shape, g.code_hash) not in wanted), None)
 
     async def _refresh_master(self, group: WorkerGroup) -> None:
         """Check every actor answers (new ones finish starting), see where each runs, and have

@@ -484,6 +484,35 @@ def test_a_run_waiting_for_room_takes_the_group_of_its_shape_that_comes_free(
 
 
 @pytest.mark.slow
+def test_a_run_of_another_shape_does_not_evict_a_group_that_a_waiting_run_takes(
+    runner, executor: RayExecutor
+) -> None:
+    """Two runs wait for room, one of another shape that looks first once the room's group
+    comes free: it leaves that group to the run of its shape instead of evicting it."""
+    whole, small = (2, 2.0, 0.0), (1, 1.0, 0.0)
+    pool = executor.pool
+
+    async def scenario() -> tuple[WorkerGroup, WorkerGroup, bool, WorkerGroup]:
+        first, _ = await pool.acquire(whole)
+        other = asyncio.create_task(pool.acquire(small))  # looks at 1, 2, 3 x EVICT_AFTER_S
+        await asyncio.sleep(0.5 * EVICT_AFTER_S)
+        same = asyncio.create_task(pool.acquire(whole))  # looks at 1.5, 2.5, ... x EVICT_AFTER_S
+        await asyncio.sleep(2.1 * EVICT_AFTER_S)
+        pool.release(first)  # the other shape's run looks first, at 3 x EVICT_AFTER_S
+        second, new = await asyncio.wait_for(same, 120)
+        await asyncio.sleep(2 * EVICT_AFTER_S)
+        assert not other.done()  # no room while the whole local Ray is busy
+        pool.release(second)
+        placed, _ = await asyncio.wait_for(other, 120)
+        pool.release(placed)
+        return first, second, new, placed
+
+    first, second, new, placed = runner.run(scenario())
+    assert second is first and not new
+    assert placed.shape == small and runner.run(_dead(second))  # evicted for it only then
+
+
+@pytest.mark.slow
 def test_cancelling_the_iteration_kills_the_group(runner, executor: RayExecutor) -> None:
     """(Of 2-CPU workers: the shape the test before leaves idle, so no cold start.)"""
 
