@@ -60,6 +60,11 @@ class WorkerGroup:
     runs: int = 0
     idle_since: float = field(default_factory=time.monotonic)
 
+    @property
+    def kind(self) -> tuple[Shape, str | None]:
+        """What a run needs of a group to use it: its shape and its task code."""
+        return self.shape, self.code_hash
+
 
 class WorkerPool:
     """Hands out worker groups by shape and task code, reusing idle ones; failed groups are
@@ -137,7 +142,7 @@ class WorkerPool:
 
     def _take_idle(self, shape: Shape, code_hash: str | None) -> WorkerGroup | None:
         for group in reversed(self._idle):  # most recently used first: its caches are warmest
-            if group.shape == shape and group.code_hash == code_hash:
+            if group.kind == (shape, code_hash):
                 self._idle.remove(group)
                 self._busy[group.id] = group
                 return group
@@ -169,7 +174,7 @@ class WorkerPool:
         )
         self._busy[group.id] = group
         try:
-            if not await self._wait_placed(pg, shape, group.code_hash):
+            if not await self._wait_placed(pg, group.kind):
                 self.discard(group)
                 return None
             if on_placed is not None:
@@ -191,9 +196,9 @@ class WorkerPool:
             raise
         return group
 
-    async def _wait_placed(self, pg: PlacementGroup, shape: Shape, code_hash: str | None) -> bool:
+    async def _wait_placed(self, pg: PlacementGroup, kind: tuple[Shape, str | None]) -> bool:
         """Wait quietly for the cluster to place `pg`, evicting idle groups that block it;
-        False as soon as an idle group of `shape` and `code_hash` is there to take instead
+        False as soon as an idle group of `kind` is there to take instead
         (a run of the same kind has just ended: its warm workers serve, where evicting them
         would make room for cold ones)."""
         ready = asyncio.ensure_future(pg.ready())
@@ -202,7 +207,7 @@ class WorkerPool:
                 await asyncio.wait({ready}, timeout=EVICT_AFTER_S)
                 if ready.done():
                     break
-                if any(g.shape == shape and g.code_hash == code_hash for g in self._idle):
+                if any(g.kind == kind for g in self._idle):
                     return False
                 if (victim := self._evictable()) is not None:
                     self._idle.remove(victim)
@@ -215,8 +220,8 @@ class WorkerPool:
     def _evictable(self) -> WorkerGroup | None:
         """The oldest idle group that no run waiting for placement would take (its next look
         takes one of its own shape and code)."""
-        wanted = {(g.shape, g.code_hash) for g in self._busy.values() if not g.actors}
-        return next((g for g in self._idle if (g.shape, g.code_hash) not in wanted), None)
+        wanted = {g.kind for g in self._busy.values() if not g.actors}
+        return next((g for g in self._idle if g.kind not in wanted), None)
 
     async def _refresh_master(self, group: WorkerGroup) -> None:
         """Check every actor answers (new ones finish starting), see where each runs, and have
