@@ -5,7 +5,7 @@ A group is one placement group plus one DDPWorker actor per rank. A new actor pa
 start (seconds); a reused one starts the next fold in well under a second. Idle groups hold their
 resources, so when a new placement group cannot be placed the oldest idle groups are evicted,
 none that a waiting run would take: a group of a waiting run's own shape and code that comes
-free meanwhile is taken instead.
+free meanwhile is taken instead, as soon as it is released (the release wakes the waiting runs).
 A group's workers import one snapshot of task code (``TaskCode``) for their whole life, so a
 group only runs folds of studies with that snapshot.
 """
@@ -33,7 +33,8 @@ Shape = tuple[int, float, float]
 """(world_size, cpus_per_worker, gpus_per_worker)"""
 
 EVICT_AFTER_S = 1.0
-"""How long a new placement group may stay pending before an idle group is evicted for it."""
+"""How long a new placement group may stay pending before an idle group is evicted for it (and
+between evictions while it stays pending)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,8 @@ class WorkerPool:
         self._idle: list[WorkerGroup] = []  # oldest first
         self._busy: dict[int, WorkerGroup] = {}
         self._ids = itertools.count(1)
+        self._released: set[asyncio.Future[None]] = set()
+        """One per run waiting for placement: done when a group is released."""
 
     @property
     def idle_groups(self) -> list[WorkerGroup]:
@@ -121,6 +124,9 @@ class WorkerPool:
         self._idle.append(group)
         while len(self._idle) > self.max_idle_groups:
             self._kill(self._idle.pop(0))
+        for waiter in self._released:  # runs waiting for room look for a group of their kind
+            if not waiter.done():
+                waiter.set_result(None)
 
     def discard(self, group: WorkerGroup) -> None:
         """Kill a group whose run failed or was cancelled."""
@@ -197,21 +203,36 @@ class WorkerPool:
         return group
 
     async def _wait_placed(self, pg: PlacementGroup, kind: tuple[Shape, str | None]) -> bool:
-        """Wait quietly for the cluster to place `pg`, evicting idle groups that block it;
-        False as soon as an idle group of `kind` is there to take instead
-        (a run of the same kind has just ended: its warm workers serve, where evicting them
-        would make room for cold ones)."""
+        """Wait quietly for the cluster to place `pg`, evicting an idle group that blocks it
+        every ``EVICT_AFTER_S``; False as soon as an idle group of `kind` is there to take
+        instead (a run of the same kind has just ended: its warm workers serve, where evicting
+        them would make room for cold ones). Each release wakes the wait to look."""
+        loop = asyncio.get_running_loop()
         ready = asyncio.ensure_future(pg.ready())
+        evict_at = loop.time() + EVICT_AFTER_S
         try:
             while not ready.done():
-                await asyncio.wait({ready}, timeout=EVICT_AFTER_S)
+                released = loop.create_future()
+                self._released.add(released)
+                try:
+                    await asyncio.wait(
+                        {ready, released},
+                        timeout=max(0.0, evict_at - loop.time()),
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+                finally:
+                    self._released.discard(released)
+                    released.cancel()
                 if ready.done():
                     break
                 if any(g.kind == kind for g in self._idle):
                     return False
+                if loop.time() < evict_at:
+                    continue
                 if (victim := self._evictable()) is not None:
                     self._idle.remove(victim)
                     self._kill(victim)
+                evict_at = loop.time() + EVICT_AFTER_S
             ready.result()
             return True
         finally:

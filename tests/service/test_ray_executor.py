@@ -19,7 +19,7 @@ import ray
 import torch
 
 from foldwise.service.artifact_store import ArtifactStore
-from foldwise.service.executor import FoldFailed, FoldRunStats, RayExecutor, ray_executor
+from foldwise.service.executor import FoldFailed, FoldRunStats, RayExecutor, pool, ray_executor
 from foldwise.service.executor.pool import EVICT_AFTER_S, WorkerGroup
 from foldwise.service.executor.ray_executor import fold_failure
 from foldwise.service.executor.task_probe import describe_remotely
@@ -460,56 +460,101 @@ def test_idle_groups_give_their_cpus_to_a_fold_that_needs_them(runner, executor)
 
 
 @pytest.mark.slow
-def test_a_run_waiting_for_room_takes_the_group_of_its_shape_that_comes_free(
-    runner, executor: RayExecutor
+def test_a_run_waiting_for_room_takes_the_group_of_its_shape_as_it_comes_free(
+    runner, executor: RayExecutor, monkeypatch
 ) -> None:
     """A run that waits for Ray to place its workers, while one of its own shape holds the
-    room, takes that group once its run ends: warm, instead of evicting it for cold ones."""
+    room, takes that group once its run ends: warm, instead of evicting it for cold ones, and
+    woken by the release (here its next timed look is minutes away)."""
     shape = (2, 2.0, 0.0)  # the whole local Ray
-    pool = executor.pool
 
     async def scenario() -> tuple[WorkerGroup, WorkerGroup, bool, bool]:
-        first, _ = await pool.acquire(shape)
-        waiting = asyncio.create_task(pool.acquire(shape))
-        await asyncio.sleep(2.5 * EVICT_AFTER_S)  # evicting every other idle group meanwhile
+        first, _ = await executor.pool.acquire(shape)  # evicting every other idle group
+        monkeypatch.setattr(pool, "EVICT_AFTER_S", 600.0)
+        waiting = asyncio.create_task(executor.pool.acquire(shape))
+        await asyncio.sleep(2.0)
         waited = not waiting.done()
-        pool.release(first)
-        second, new = await asyncio.wait_for(waiting, 120)
+        executor.pool.release(first)
+        second, new = await asyncio.wait_for(waiting, 60)
         return first, second, new, waited
 
     first, second, new, waited = runner.run(scenario())
-    pool.release(second)
+    executor.pool.release(second)
     assert waited and second is first and not new
     assert not runner.run(_dead(second))
+
+
+@pytest.mark.slow
+def test_a_run_cancelled_while_it_waits_for_room_leaves_nothing_placed(
+    runner, executor: RayExecutor
+) -> None:
+    """Cancelled before Ray could place its workers (a study stopped while its folds queue),
+    a run leaves no pending placement group behind, and the room's group stays warm."""
+    shape = (2, 2.0, 0.0)  # the whole local Ray
+
+    async def scenario() -> tuple[WorkerGroup, WorkerGroup, WorkerGroup]:
+        first, _ = await executor.pool.acquire(shape)
+        waiting = asyncio.create_task(executor.pool.acquire(shape))
+        await asyncio.sleep(1.5 * EVICT_AFTER_S)
+        (pending,) = [g for g in executor.pool.busy_groups if not g.actors]
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        executor.pool.release(first)
+        again, _ = await asyncio.wait_for(executor.pool.acquire(shape), 60)
+        executor.pool.release(again)
+        return first, pending, again
+
+    first, pending, again = runner.run(scenario())
+    assert pending not in executor.pool.busy_groups + executor.pool.idle_groups
+    assert ray.util.placement_group_table(pending.pg)["state"] == "REMOVED"
+    assert again is first and not runner.run(_dead(first))
 
 
 @pytest.mark.slow
 def test_a_run_of_another_shape_does_not_evict_a_group_that_a_waiting_run_takes(
     runner, executor: RayExecutor
 ) -> None:
-    """Two runs wait for room, one of another shape that looks first once the room's group
-    comes free: it leaves that group to the run of its shape instead of evicting it."""
+    """Two runs wait for room, one of another shape: the room's group, once free, goes to the
+    run of its shape, and the other run evicts it only after that run has released it."""
     whole, small = (2, 2.0, 0.0), (1, 1.0, 0.0)
-    pool = executor.pool
+    workers = executor.pool
 
     async def scenario() -> tuple[WorkerGroup, WorkerGroup, bool, WorkerGroup]:
-        first, _ = await pool.acquire(whole)
-        other = asyncio.create_task(pool.acquire(small))  # looks at 1, 2, 3 x EVICT_AFTER_S
+        first, _ = await workers.acquire(whole)
+        other = asyncio.create_task(workers.acquire(small))  # evicts at 1, 2, 3 x EVICT_AFTER_S
         await asyncio.sleep(0.5 * EVICT_AFTER_S)
-        same = asyncio.create_task(pool.acquire(whole))  # looks at 1.5, 2.5, ... x EVICT_AFTER_S
+        same = asyncio.create_task(workers.acquire(whole))
         await asyncio.sleep(2.1 * EVICT_AFTER_S)
-        pool.release(first)  # the other shape's run looks first, at 3 x EVICT_AFTER_S
+        workers.release(first)
         second, new = await asyncio.wait_for(same, 120)
         await asyncio.sleep(2 * EVICT_AFTER_S)
         assert not other.done()  # no room while the whole local Ray is busy
-        pool.release(second)
+        workers.release(second)
         placed, _ = await asyncio.wait_for(other, 120)
-        pool.release(placed)
+        workers.release(placed)
         return first, second, new, placed
 
     first, second, new, placed = runner.run(scenario())
     assert second is first and not new
     assert placed.shape == small and runner.run(_dead(second))  # evicted for it only then
+
+
+def test_the_group_to_evict_is_the_oldest_idle_one_no_waiting_run_would_take() -> None:
+    """A run of another shape that waits for room evicts the oldest idle group, but never one
+    that a run waiting for placement (a pending group without workers) would take."""
+    workers = pool.WorkerPool()
+    whole, small = (2, 2.0, 0.0), (1, 1.0, 0.0)
+    taken = pool.WorkerGroup(id=1, shape=whole, pg=None, actors=["warm"], code_hash="a")
+    other_code = pool.WorkerGroup(id=2, shape=whole, pg=None, actors=["warm"], code_hash="b")
+    workers._idle = [taken, other_code]  # oldest first
+    assert workers._evictable() is taken
+    waiting = pool.WorkerGroup(id=3, shape=whole, pg=None, actors=[], code_hash="a")
+    running = pool.WorkerGroup(id=4, shape=small, pg=None, actors=["busy"], code_hash="b")
+    workers._busy = {3: waiting, 4: running}
+    assert workers._evictable() is other_code
+    workers._busy = {4: pool.WorkerGroup(id=4, shape=whole, pg=None, actors=[], code_hash="b")}
+    assert workers._evictable() is taken
 
 
 @pytest.mark.slow
