@@ -16,6 +16,7 @@ import asyncio
 import itertools
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,8 @@ log = logging.getLogger(__name__)
 
 Shape = tuple[int, float, float]
 """(world_size, cpus_per_worker, gpus_per_worker)"""
+Kind = tuple[Shape, str | None]
+"""What a run needs of a group to use it: its shape and the hash of its task code."""
 
 EVICT_AFTER_S = 1.0
 """How long a new placement group may stay pending before an idle group is evicted for it (and
@@ -62,7 +65,7 @@ class WorkerGroup:
     idle_since: float = field(default_factory=time.monotonic)
 
     @property
-    def kind(self) -> tuple[Shape, str | None]:
+    def kind(self) -> Kind:
         """What a run needs of a group to use it: its shape and its task code."""
         return self.shape, self.code_hash
 
@@ -76,6 +79,8 @@ class WorkerPool:
         self._idle: list[WorkerGroup] = []  # oldest first
         self._busy: dict[int, WorkerGroup] = {}
         self._ids = itertools.count(1)
+        self._waiting: Counter[Kind] = Counter()
+        """The kinds of the runs making a new group, until Ray has placed it."""
         self._released: set[asyncio.Future[None]] = set()
         """One per run waiting for placement: done when a group is released."""
 
@@ -162,27 +167,18 @@ class WorkerPool:
     ) -> WorkerGroup | None:
         """A new group of `shape`, once Ray has placed it and its workers answer; None, and
         nothing placed, when an idle group of the same shape and code comes free first."""
-        world_size, cpus, gpus = shape
-        code_options: dict[str, Any] = {}
-        if code is not None:
-            code_options["runtime_env"] = await asyncio.to_thread(code_runtime_env, code.path)
-        bundle = {"CPU": cpus, **({"GPU": gpus} if gpus > 0 else {})}
-        pg = placement_group(
-            [dict(bundle) for _ in range(world_size)],
-            strategy="STRICT_PACK" if gpus > 0 else "PACK",
-        )
-        group = WorkerGroup(
-            id=next(self._ids),
-            shape=shape,
-            pg=pg,
-            actors=[],
-            code_hash=None if code is None else code.hash,
-        )
-        self._busy[group.id] = group
+        kind: Kind = (shape, None if code is None else code.hash)
+        self._waiting[kind] += 1  # from here on no other run evicts an idle group of its kind
         try:
-            if not await self._wait_placed(pg, group.kind):
-                self.discard(group)
-                return None
+            group, code_options = await self._place(shape, code)
+        finally:
+            self._waiting[kind] -= 1
+            if not self._waiting[kind]:
+                del self._waiting[kind]
+        if group is None:
+            return None
+        world_size, cpus, gpus = shape
+        try:
             if on_placed is not None:
                 on_placed()
             group.actors = [
@@ -190,7 +186,7 @@ class WorkerPool:
                     num_cpus=cpus,
                     num_gpus=gpus,
                     scheduling_strategy=PlacementGroupSchedulingStrategy(
-                        pg, placement_group_bundle_index=rank
+                        group.pg, placement_group_bundle_index=rank
                     ),
                     **code_options,
                 ).remote()
@@ -202,11 +198,43 @@ class WorkerPool:
             raise
         return group
 
-    async def _wait_placed(self, pg: PlacementGroup, kind: tuple[Shape, str | None]) -> bool:
-        """Wait quietly for the cluster to place `pg`, evicting an idle group that blocks it
-        every ``EVICT_AFTER_S``; False as soon as an idle group of `kind` is there to take
-        instead (a run of the same kind has just ended: its warm workers serve, where evicting
-        them would make room for cold ones). Each release wakes the wait to look."""
+    async def _place(
+        self, shape: Shape, code: TaskCode | None
+    ) -> tuple[WorkerGroup | None, dict[str, Any]]:
+        """A new group of `shape` without workers yet, once Ray has placed its bundles, and the
+        options its workers start with; no group, and nothing placed, when an idle group of
+        the same shape and code is there to take first (looked for again once the code's
+        environment is ready, which can take seconds, and at each release while it waits)."""
+        world_size, cpus, gpus = shape
+        code_options: dict[str, Any] = {}
+        if code is not None:
+            code_options["runtime_env"] = await asyncio.to_thread(code_runtime_env, code.path)
+        kind: Kind = (shape, None if code is None else code.hash)
+        if any(g.kind == kind for g in self._idle):
+            return None, code_options
+        bundle = {"CPU": cpus, **({"GPU": gpus} if gpus > 0 else {})}
+        pg = placement_group(
+            [dict(bundle) for _ in range(world_size)],
+            strategy="STRICT_PACK" if gpus > 0 else "PACK",
+        )
+        group = WorkerGroup(id=next(self._ids), shape=shape, pg=pg, actors=[], code_hash=kind[1])
+        self._busy[group.id] = group
+        try:
+            placed = await self._wait_placed(pg, kind)
+        except BaseException:
+            self.discard(group)
+            raise
+        if not placed:
+            self.discard(group)
+            return None, code_options
+        return group, code_options
+
+    async def _wait_placed(self, pg: PlacementGroup, kind: Kind) -> bool:
+        """Wait quietly for the cluster to place `pg`, evicting every ``EVICT_AFTER_S`` the
+        oldest idle group that no waiting run would take (:meth:`_evictable`); False as soon
+        as an idle group of `kind` is there to take instead (a run of the same kind has just
+        ended: its warm workers serve, where evicting them would make room for cold ones).
+        Each release wakes the wait to look."""
         loop = asyncio.get_running_loop()
         ready = asyncio.ensure_future(pg.ready())
         evict_at = loop.time() + EVICT_AFTER_S
@@ -239,10 +267,9 @@ class WorkerPool:
             ready.cancel()
 
     def _evictable(self) -> WorkerGroup | None:
-        """The oldest idle group that no run waiting for placement would take (its next look
+        """The oldest idle group that no run making a new group would take (its next look
         takes one of its own shape and code)."""
-        wanted = {g.kind for g in self._busy.values() if not g.actors}
-        return next((g for g in self._idle if g.kind not in wanted), None)
+        return next((g for g in self._idle if g.kind not in self._waiting), None)
 
     async def _refresh_master(self, group: WorkerGroup) -> None:
         """Check every actor answers (new ones finish starting), see where each runs, and have

@@ -20,7 +20,7 @@ import torch
 
 from foldwise.service.artifact_store import ArtifactStore
 from foldwise.service.executor import FoldFailed, FoldRunStats, RayExecutor, pool, ray_executor
-from foldwise.service.executor.pool import EVICT_AFTER_S, WorkerGroup
+from foldwise.service.executor.pool import EVICT_AFTER_S, TaskCode, WorkerGroup
 from foldwise.service.executor.ray_executor import fold_failure
 from foldwise.service.executor.task_probe import describe_remotely
 from foldwise.trainers.fold_channel import TrainingDiverged
@@ -507,8 +507,38 @@ def test_a_run_cancelled_while_it_waits_for_room_leaves_nothing_placed(
 
     first, pending, again = runner.run(scenario())
     assert pending not in executor.pool.busy_groups + executor.pool.idle_groups
+    assert not executor.pool._released and not executor.pool._waiting  # nothing left waiting
     assert ray.util.placement_group_table(pending.pg)["state"] == "REMOVED"
     assert again is first and not runner.run(_dead(first))
+
+
+@pytest.mark.slow
+def test_a_run_readying_its_code_takes_a_group_of_its_kind_released_meanwhile(
+    runner, executor: RayExecutor, monkeypatch
+) -> None:
+    """A run whose task code's environment is being readied (seconds, when the code is
+    uploaded) when a group of its shape and code is released takes that group: it looks
+    again before it asks Ray for a new one (here its next timed look is minutes away)."""
+    shape, code = (2, 2.0, 0.0), TaskCode("a-snapshot", "/unused")
+
+    def slow_environment(path: str) -> dict[str, Any]:
+        time.sleep(2.0)
+        return {}
+
+    monkeypatch.setattr(pool, "code_runtime_env", slow_environment)
+
+    async def scenario() -> tuple[WorkerGroup, WorkerGroup, bool]:
+        first, _ = await executor.pool.acquire(shape, code=code)
+        monkeypatch.setattr(pool, "EVICT_AFTER_S", 600.0)
+        waiting = asyncio.create_task(executor.pool.acquire(shape, code=code))
+        await asyncio.sleep(0.5)  # while its environment is readied
+        executor.pool.release(first)
+        second, new = await asyncio.wait_for(waiting, 60)
+        return first, second, new
+
+    first, second, new = runner.run(scenario())
+    executor.pool.discard(second)  # no later test runs this code
+    assert second is first and not new
 
 
 @pytest.mark.slow
@@ -542,18 +572,18 @@ def test_a_run_of_another_shape_does_not_evict_a_group_that_a_waiting_run_takes(
 
 def test_the_group_to_evict_is_the_oldest_idle_one_no_waiting_run_would_take() -> None:
     """A run of another shape that waits for room evicts the oldest idle group, but never one
-    that a run waiting for placement (a pending group without workers) would take."""
+    that a run making a new group (readying its code or waiting for placement) would take."""
     workers = pool.WorkerPool()
-    whole, small = (2, 2.0, 0.0), (1, 1.0, 0.0)
+    whole = (2, 2.0, 0.0)
     taken = pool.WorkerGroup(id=1, shape=whole, pg=None, actors=["warm"], code_hash="a")
     other_code = pool.WorkerGroup(id=2, shape=whole, pg=None, actors=["warm"], code_hash="b")
     workers._idle = [taken, other_code]  # oldest first
     assert workers._evictable() is taken
-    waiting = pool.WorkerGroup(id=3, shape=whole, pg=None, actors=[], code_hash="a")
-    running = pool.WorkerGroup(id=4, shape=small, pg=None, actors=["busy"], code_hash="b")
-    workers._busy = {3: waiting, 4: running}
+    workers._waiting[(whole, "a")] += 1
     assert workers._evictable() is other_code
-    workers._busy = {4: pool.WorkerGroup(id=4, shape=whole, pg=None, actors=[], code_hash="b")}
+    workers._waiting[(whole, "b")] += 1
+    assert workers._evictable() is None
+    del workers._waiting[(whole, "a")]
     assert workers._evictable() is taken
 
 
