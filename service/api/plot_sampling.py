@@ -19,9 +19,12 @@ P = TypeVar("P", bound=_Ranked)
 
 
 def best_so_far(points: Sequence[P], *, maximize: bool) -> list[P]:
-    """The trials that improved on every lower-numbered one: the steps of the best-so-far line."""
+    """The trials that improved on every lower-numbered one: the steps of the best-so-far line.
+    A trial that breaks the study's constraints (``feasible`` False) is no step."""
     steps: list[P] = []
     for point in sorted(points, key=lambda p: p.number):
+        if getattr(point, "feasible", None) is False:
+            continue
         if not steps or _better(point.value, steps[-1].value, maximize):
             steps.append(point)
     return steps

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from foldwise.schemas import FoldStatus, TrialStatus
@@ -26,6 +26,8 @@ class Point:
     std_error: float | None
     params: dict[str, Any]
     finished_at: datetime | None
+    feasible: bool | None = None
+    """Whether it meets the study's constraints (None: the study has none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,13 +59,14 @@ def completed_points(
 ) -> list[Point]:
     """Completed trials in number order, without params (see ``with_params``); only those
     finished at or after ``finished_since`` when it is given."""
-    query = select(
-        TrialRow.number, TrialRow.value, TrialRow.std_error, TrialRow.finished_at
-    ).where(TrialRow.study_id == study_id, TrialRow.status == TrialStatus.COMPLETED)
+    columns = (TrialRow.number, TrialRow.value, TrialRow.std_error, TrialRow.finished_at)
+    query = select(*columns, TrialRow.feasible).where(
+        TrialRow.study_id == study_id, TrialRow.status == TrialStatus.COMPLETED
+    )
     if finished_since is not None:
         query = query.where(TrialRow.finished_at >= finished_since)
     rows = session.execute(query.order_by(TrialRow.number))
-    return [Point(n, v, se, {}, f) for n, v, se, f in rows if v is not None]
+    return [Point(n, v, se, {}, f, ok) for n, v, se, f, ok in rows if v is not None]
 
 
 def pruned_points(
@@ -132,12 +135,14 @@ def _count(session: Session, study_id: int, status: TrialStatus) -> int:
 def top_trial_folds(
     session: Session, study_id: int, *, maximize: bool, top: int
 ) -> list[tuple[TrialRow, dict[int, float]]]:
-    """The ``top`` best completed trials with the value of each of their completed folds."""
+    """The ``top`` best completed trials with the value of each of their completed folds; those
+    that meet the study's constraints first."""
     order = TrialRow.value.desc() if maximize else TrialRow.value.asc()
+    infeasible = case((TrialRow.feasible.is_(False), 1), else_=0)
     trials = session.scalars(
         select(TrialRow)
         .where(TrialRow.study_id == study_id, TrialRow.status == TrialStatus.COMPLETED)
-        .order_by(order, TrialRow.number)
+        .order_by(infeasible, order, TrialRow.number)
         .limit(top)
     ).all()
     folds: dict[int, dict[int, float]] = {t.id: {} for t in trials}

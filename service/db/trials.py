@@ -146,11 +146,13 @@ def trial_order(
 ) -> tuple[Any, ...]:
     """ORDER BY clauses for `sort` (checked by the caller); ties and missing values go last,
     then by number. A conditional parameter a trial does not use is a missing value. `best`
-    puts completed trials first: a pruned trial's partial mean is not a full-CV value."""
+    puts completed trials first (a pruned trial's partial mean is not a full-CV value), and
+    of those the ones that meet the study's constraints: the first is the study's best trial."""
     if sort == "best":
         value = TrialRow.value.desc() if maximize else TrialRow.value.asc()
         partial = case((TrialRow.status == TrialStatus.COMPLETED, 0), else_=1)
-        return (partial, nulls_last(value), TrialRow.number)
+        infeasible = case((TrialRow.feasible.is_(False), 1), else_=0)
+        return (partial, infeasible, nulls_last(value), TrialRow.number)
     descending = sort.startswith("-")
     key = sort.removeprefix("-")
     if key == "number":

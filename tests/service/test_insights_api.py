@@ -210,3 +210,29 @@ def test_unknown_study_and_bad_arguments(api: TestClient) -> None:
     assert api.get(f"/studies/{study_id}/insights/history?max_points=1").status_code == 422
     assert api.get(f"/studies/{study_id}/insights/history?since=yesterday").status_code == 422
     assert api.get(f"/studies/{study_id}/insights/curves?after=-1").status_code == 422
+
+
+def test_trials_that_break_a_constraint_are_neither_best_nor_steps_of_the_best_line(
+    api: TestClient,
+) -> None:
+    """The best completed trials, stored as breaking the study's constraints (as the
+    scheduler stores them), come after every feasible one in ``sort=best`` and the top folds,
+    and the best-so-far line steps over them: it ends at the study's best trial."""
+    study_id = _fill(api)
+    ranked = sorted(_completed(api, study_id), key=lambda t: (t["value"], t["number"]))
+    broken = {t["number"] for t in ranked[:2]}
+    with api.app.state.sessions.begin() as session:
+        for trial in ranked:
+            row = trial_repo.get_trial(session, study_id, trial["number"], with_folds=False)
+            row.feasible = trial["number"] not in broken
+        study_repo.touch_study(session, study_id)
+    feasible = [t["number"] for t in ranked if t["number"] not in broken]
+    best = api.get(f"/studies/{study_id}").json()["best_trial"]
+    assert best["number"] == feasible[0]
+    listed = api.get(f"/studies/{study_id}/trials", params={"sort": "best", "limit": 1000})
+    numbers = [t["number"] for t in listed.json()["data"] if t["status"] == "completed"]
+    assert numbers == feasible + [t["number"] for t in ranked if t["number"] in broken]
+    top = api.get(f"/studies/{study_id}/insights/folds", params={"top": 3}).json()
+    assert top["number"] == feasible[:3]
+    line = api.get(f"/studies/{study_id}/insights/history").json()["best"]
+    assert not broken & set(line["number"]) and line["number"][-1] == feasible[0]
