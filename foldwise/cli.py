@@ -206,7 +206,8 @@ def best(ctx: typer.Context, study_id: StudyId, url: UrlOption = None) -> None:
             console.print(cli_render.pareto_view(study, front))
             return
     if study.best_trial is None:
-        fail(f"study {study_id} has no completed trial yet")
+        feasible = " that meets its constraints" if study.spec.constraints else ""
+        fail(f"study {study_id} has no completed trial{feasible} yet")
     console.print(cli_render.best_trial_view(study, study.best_trial))
 
 

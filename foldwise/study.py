@@ -198,8 +198,13 @@ class Study:
         models, written to ``directory``; ``foldwise.trainers.load_model`` rebuilds one."""
         if trial is None:
             best = self.best_trial
+            if best is None and self.data.spec.objectives:
+                raise FoldwiseError(
+                    f"study {self.id} has several objectives and so no single best trial: "
+                    "pass trial=, one of study.pareto_front"
+                )
             if best is None:
-                raise FoldwiseError(f"study {self.id} has no completed trial")
+                raise FoldwiseError(f"study {self.id} has no completed (and feasible) trial")
             trial = best.number
         return download_trial_models(self, trial, directory, refits=refits)
 

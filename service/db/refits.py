@@ -206,7 +206,7 @@ def scored_trial(session: Session, study: StudyRow, number: int | None) -> Trial
     if number is None:
         best = study_repo.best_trials(session, [study]).get(study.id)
         if best is None:
-            raise NothingToScore(f"study {study.id} has no completed trial to score")
+            raise NothingToScore(f"{study_repo.no_best_trial(study)} to score")
         return best
     trial = session.scalar(
         select(TrialRow).where(TrialRow.study_id == study.id, TrialRow.number == number)

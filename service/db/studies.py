@@ -134,6 +134,18 @@ def best_trials(session: Session, studies: Sequence[StudyRow]) -> dict[int, Tria
     return {row.study_id: row for row in session.scalars(query)}
 
 
+def no_best_trial(study: StudyRow) -> str:
+    """Why ``best_trials`` finds no trial for ``study``, as an answer says it."""
+    if study.spec.objectives:
+        return (
+            f"study {study.id} has {len(study.spec.objectives)} objectives and so no single "
+            f"best trial: name a trial of its Pareto front (GET /studies/{study.id}/pareto)"
+        )
+    if study.spec.constraints:
+        return f"study {study.id} has no completed trial that meets its constraints"
+    return f"study {study.id} has no completed trial"
+
+
 def _best_trial_ids(study_ids: list[int], *, maximize: bool) -> Select[Any]:
     trial = aliased(TrialRow)
     best = (

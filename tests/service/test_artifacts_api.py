@@ -110,6 +110,39 @@ def test_a_study_without_completed_trials_has_no_best_model(api: TestClient) -> 
     assert response.status_code == 404 and "no completed trial" in response.json()["detail"]
 
 
+def test_a_study_without_a_single_best_trial_says_why_it_has_no_best_model(
+    api: TestClient,
+) -> None:
+    """Completed trials, but no best: a study of several objectives has a front instead, and
+    one whose only trial breaks its constraint has no feasible trial."""
+    objectives = [
+        {"metric": "val_loss", "direction": "minimize"},
+        {"metric": "n_params", "direction": "minimize"},
+    ]
+    limit = [{"metric": "n_params", "op": "<=", "value": 10}]
+    answers = {}
+    for name, spec in (
+        ("pareto", study_spec(objectives=objectives)),
+        ("limited", study_spec(constraints=limit)),
+    ):
+        study_id = api.post("/studies", json=spec).raise_for_status().json()["id"]
+        _add_trial(api, study_id, 0, 0.4)
+        with api.app.state.sessions.begin() as session:
+            trial_repo.get_trial(session, study_id, 0, with_folds=False).feasible = False
+        answers[name] = study_id, api.get(f"/studies/{study_id}/best/folds/0/model")
+    pareto_id, pareto = answers["pareto"]
+    assert pareto.status_code == 404
+    assert pareto.json()["detail"] == (
+        f"study {pareto_id} has 2 objectives and so no single best trial: name a trial of its "
+        f"Pareto front (GET /studies/{pareto_id}/pareto)"
+    )
+    limited_id, limited = answers["limited"]
+    assert limited.status_code == 404
+    assert limited.json()["detail"] == (
+        f"study {limited_id} has no completed trial that meets its constraints"
+    )
+
+
 def test_fold_jobs_keep_artifacts_under_their_key_and_retries_resume() -> None:
     spec = StudySpec.model_validate(study_spec(early_stopping={"patience": 2, "rule": "smoothed"}))
     trial = TrialHandle(id=5, number=3, params={"lr": 0.1})

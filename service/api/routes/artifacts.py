@@ -84,7 +84,7 @@ async def get_best_model(
 
     study, best = await db.read(work)
     if best is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"study {study_id} has no completed trial")
+        raise HTTPException(status.HTTP_404_NOT_FOUND, study_repo.no_best_trial(study))
     return await _model_file(settings.artifact_dir, study, best, fold)
 
 
