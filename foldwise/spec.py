@@ -471,8 +471,10 @@ class StudySpec(StrictModel):
                     message = (
                         "every objective is read at the epoch objectives[0] picks: set use there"
                     )
-                    raise _spec_error(("objectives", str(i), "use"), message, later.use)
+                    raise _spec_error(("objectives", i, "use"), message, later.use)
             self.objective = objectives[0]
+        if not (info.context or {}).get(STORED):
+            _check_constraints_can_hold(self.constraints)
         if not self.scored_metrics:
             return self
         what = "several objectives" if objectives else "constraints"
@@ -575,7 +577,28 @@ class StudySpec(StrictModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=False)
 
 
-def _spec_error(loc: tuple[str, ...], message: str, value: Any = None) -> ValidationError:
+def _check_constraints_can_hold(constraints: list[Constraint]) -> None:
+    """No limit given twice, and no metric bounded so that no value meets all its limits (no
+    trial could be feasible); the later constraint is named."""
+    for j, later in enumerate(constraints):
+        for earlier in constraints[:j]:
+            if earlier.metric != later.metric:
+                continue
+            if earlier.op == later.op and earlier.value == later.value:
+                message = f"{later.metric} {later.op} {later.value:g} is given twice"
+                raise _spec_error(("constraints", j), message, later.value)
+            if earlier.op == later.op:
+                continue
+            at_most, at_least = (earlier, later) if earlier.op == "<=" else (later, earlier)
+            if at_most.value < at_least.value:
+                message = (
+                    f"{later.metric} <= {at_most.value:g} and >= {at_least.value:g} cannot both "
+                    "hold: no trial could be feasible"
+                )
+                raise _spec_error(("constraints", j, "value"), message, later.value)
+
+
+def _spec_error(loc: tuple[str | int, ...], message: str, value: Any = None) -> ValidationError:
     """A validation error at ``loc`` (inside the field being validated, if any) saying
     ``message``, so the API names the offending field."""
     error = PydanticCustomError("value_error", "{reason}", {"reason": message})

@@ -72,7 +72,7 @@ def check_runnable(
             message = reports
             if metric in profile.metrics(gpu=True):
                 message += f"; {metric} is what foldwise measures of an epoch, not an objective"
-            loc = ("objectives", str(i), "metric") if several else ("objective", "metric")
+            loc = ("objectives", i, "metric") if several else ("objective", "metric")
             raise invalid_field(loc, message, metric)
     resources, parallel = spec.resources, spec.parallel
     known = profile.metrics(gpu=resources.gpus_per_worker > 0)
@@ -80,7 +80,7 @@ def check_runnable(
         if constraint.metric not in known:
             measured = ", ".join(m for m in known if m not in profile.declared_metrics)
             message = f"{reports}; foldwise measures {measured}"
-            raise invalid_field(("constraints", str(i), "metric"), message, constraint.metric)
+            raise invalid_field(("constraints", i, "metric"), message, constraint.metric)
     for setting, message in unused_trainer_settings(spec.trainer, profile, name):
         raise invalid_field(("trainer", setting), message, getattr(spec.trainer, setting))
     resolve_cv(spec, profile)

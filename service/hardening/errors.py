@@ -126,7 +126,7 @@ _DESCRIPTIONS = {
 }
 
 
-def invalid_field(loc: tuple[str, ...], message: str, value: Any) -> RequestValidationError:
+def invalid_field(loc: tuple[str | int, ...], message: str, value: Any) -> RequestValidationError:
     """A 422 naming the field of the body at ``loc``, as a body's own validation error does."""
     return RequestValidationError(
         [{"type": "value_error", "loc": ("body", *loc), "msg": message, "input": value}]

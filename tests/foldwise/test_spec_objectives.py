@@ -10,6 +10,8 @@ from pydantic import ValidationError
 
 from foldwise.spec import STORED, Constraint, StudySpec
 
+LIMIT = {"metric": "n_params", "op": "<=", "value": 500}
+OP = {"op": "<=", "value": 0.5}
 PARETO = [
     {"metric": "val_loss", "direction": "minimize"},
     {"metric": "n_params", "direction": "minimize"},
@@ -70,7 +72,7 @@ def test_a_single_objective_study_scores_nothing_more_and_keeps_racing() -> None
         ),
         (
             {"objectives": [PARETO[0], {**PARETO[1], "use": "last"}]},
-            ("objectives", "1", "use"),
+            ("objectives", 1, "use"),
             "objectives[0] picks",
         ),
         ({"pruning": {"rule": "median"}}, ("pruning", "rule"), "cannot prune"),
@@ -91,6 +93,16 @@ def test_a_single_objective_study_scores_nothing_more_and_keeps_racing() -> None
             ("constraints", 0, "metric"),
             "",
         ),
+        (
+            {"constraints": [LIMIT, {**LIMIT, "value": 5.0}, {**LIMIT, "op": ">=", "value": 9}]},
+            ("constraints", 2, "value"),
+            "n_params <= 5 and >= 9 cannot both hold",
+        ),
+        (
+            {"constraints": [LIMIT, {"metric": "val_loss", **OP}, LIMIT]},
+            ("constraints", 2),
+            "twice",
+        ),
     ],
 )
 def test_a_pareto_spec_that_cannot_run_is_refused_naming_its_field(
@@ -107,3 +119,11 @@ def test_a_constraint_measures_its_violation_relative_to_its_limit() -> None:
     assert not at_most.holds(1500) and at_most.violation(1500) == pytest.approx(0.5)
     at_least = Constraint(metric="val_accuracy", op=">=", value=0.5)
     assert at_least.violation(0.25) == pytest.approx(0.25)  # limits below 1 count absolutely
+
+
+def test_a_metric_may_be_held_within_a_range_and_a_stored_spec_is_not_checked_again() -> None:
+    between = [{**LIMIT, "op": ">=", "value": 100}, LIMIT, {**LIMIT, "value": 500.5}]
+    assert len(StudySpec.model_validate(_spec(constraints=between)).constraints) == 3
+    impossible = _spec(constraints=[LIMIT, {**LIMIT, "op": ">=", "value": 600}])
+    stored = StudySpec.model_validate(impossible, context={STORED: True})  # as it was accepted
+    assert [c.value for c in stored.constraints] == [500, 600]
