@@ -111,8 +111,10 @@ def _objective_problem(source: StudyRow, spec: StudySpec) -> str | None:
     have, wanted = source.spec.objective, spec.objective
     if have.metric == wanted.metric and have.direction is wanted.direction:
         return None
+    several = source.spec.objectives
+    first = f" first of its {len(several)} objectives" if several else ""
     return (
-        f"optimises {have.metric} ({have.direction.value}), this study {wanted.metric} "
+        f"optimises {have.metric} ({have.direction.value}){first}, this study {wanted.metric} "
         f"({wanted.direction.value}): their values do not compare"
     )
 

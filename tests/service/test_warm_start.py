@@ -102,12 +102,21 @@ def test_named_studies_must_exist_and_optimise_the_same_objective(api: TestClien
     assert api.delete(f"/studies/{gone}").status_code == 202
     accuracy = _study(api, objective={"metric": "val_accuracy", "direction": "maximize"})["id"]
     upward = _study(api, objective={"metric": "val_loss", "direction": "maximize"})["id"]
+    pareto = _study(
+        api,
+        objective={"metric": "val_accuracy", "direction": "maximize"},
+        objectives=[
+            {"metric": "val_accuracy", "direction": "maximize"},
+            {"metric": "n_params", "direction": "minimize"},
+        ],
+    )["id"]
     before = api.get("/studies").json()["count"]
     for named, fragment in [
         (999, "study 999 does not exist"),
         (gone, f"study {gone} does not exist"),
         (accuracy, f"study {accuracy} optimises val_accuracy (maximize), this study val_loss"),
         (upward, f"study {upward} optimises val_loss (maximize), this study val_loss (minimize)"),
+        (pareto, f"study {pareto} optimises val_accuracy (maximize) first of its 2 objectives"),
     ]:
         error = _refusal(
             api.post("/studies", json=study_spec(warm_start={"studies": [source, named]}))
