@@ -23,8 +23,9 @@ MAX_NODES = 20_000
 
 class Loader(yaml.SafeLoader):
     """PyYAML's pure-Python safe loader (on deep nesting it raises RecursionError, where
-    libyaml's C parser overflows the C stack and takes the process down), reading ``1e-4`` as a
-    number, as YAML 1.2 and JSON do: YAML 1.1 reads it as text unless written ``1.0e-4``.
+    libyaml's C parser overflows the C stack and takes the process down), reading numbers and
+    booleans as YAML 1.2 and JSON do (below): YAML 1.1 reads ``1e-4`` as text unless written
+    ``1.0e-4``, and ``1:20`` as 80.
 
     It stops composing past ``MAX_NODES`` nodes, so a document of a huge list is refused
     before composing it costs seconds of CPU."""
@@ -53,9 +54,32 @@ class Loader(yaml.SafeLoader):
         return super().compose_node(parent, index)  # type: ignore[no-any-return]
 
 
+_BOOL, _INT, _FLOAT = (f"tag:yaml.org,2002:{kind}" for kind in ("bool", "int", "float"))
+Loader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag not in (_BOOL, _INT, _FLOAT)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+# Numbers and booleans as YAML 1.2 (and JSON) read them, not YAML 1.1: ``1:20`` is text, not
+# 80 (base 60), ``010`` text, not 8, and ``on``, ``off``, ``yes``, ``no`` text, not booleans
+# (a categorical's ``choices: [on, off]`` stays two words).
 Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    _BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+Loader.add_implicit_resolver(
+    _INT,
+    re.compile(r"^(?:[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+|[-+]?0b[0-1_]+)$"),
+    list("-+0123456789"),
+)
+Loader.add_implicit_resolver(
+    _FLOAT,
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |\.[0-9][0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
     list("-+0123456789."),
 )
 
