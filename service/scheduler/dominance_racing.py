@@ -101,7 +101,10 @@ def _infeasible(
         tolerance = max((_spread(m, constraint.metric) for m in front), default=0.0)
         if not excess > tolerance:
             return None
-        test = f"by {excess:.4g}, more than the front's fold spread {tolerance:.2g}"
+        if front:
+            test = f"by {excess:.4g}, more than the front's fold spread {tolerance:.2g}"
+        else:
+            test = f"by {excess:.4g}, with no front yet to forgive by"
     else:
         p_value = _limit_p_value(values, constraint)
         if not p_value < racing.alpha:

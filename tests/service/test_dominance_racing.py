@@ -63,8 +63,10 @@ def test_a_trial_breaking_a_constraint_on_every_fold_is_infeasible_even_without_
     reason = dominance_verdict(_spec(), _folds((0.1, 0.99, 1500)), [])
     assert reason == (
         "after 1 of 4 folds: infeasible: n_params 1500 breaks <= 1000 on every finished fold, "
-        "by 500, more than the front's fold spread 0"
+        "by 500, with no front yet to forgive by"
     )
+    with_front = dominance_verdict(_spec(), _folds((0.1, 0.99, 1500)), [MEMBER])
+    assert with_front is not None and with_front.endswith("more than the front's fold spread 0")
     assert dominance_verdict(_spec(), _folds((0.1, 0.99, 900)), []) is None
 
 
