@@ -199,15 +199,16 @@ def best(ctx: typer.Context, study_id: StudyId, url: UrlOption = None) -> None:
     objectives, the Pareto front."""
     with client_for(ctx, url) as client:
         study = client.fetch_study(study_id)
+        still = "" if study.status.finished else " yet"
         if study.spec.objectives:
             front = client.fetch_pareto(study_id)
             if not front.data:
-                fail(f"study {study_id} has no feasible completed trial yet")
+                fail(f"study {study_id} has no feasible completed trial{still}")
             console.print(cli_render.pareto_view(study, front))
             return
     if study.best_trial is None:
         feasible = " that meets its constraints" if study.spec.constraints else ""
-        fail(f"study {study_id} has no completed trial{feasible} yet")
+        fail(f"study {study_id} has no completed trial{feasible}{still}")
     console.print(cli_render.best_trial_view(study, study.best_trial))
 
 

@@ -160,7 +160,9 @@ def trials_table(
     trials: Sequence[schemas.TrialSummary], *, total: int | None = None, folds: int | None = None
 ) -> Table:
     """One row per trial: number, status, value ± s.e., duration, params (or error); a pruned
-    trial's value says how many of the ``folds`` (K) it rests on, and its row why it stopped."""
+    trial's value says how many of the ``folds`` (K) it rests on, and its row why it stopped;
+    a trial that breaks the study's constraints is marked so (``sort best`` lists it after
+    every feasible one)."""
     shown = len(trials)
     caption = None if total is None or total <= shown else f"{shown} of {total} trials"
     table = Table(header_style="bold", caption=caption)
@@ -174,10 +176,13 @@ def trials_table(
         detail = Text(params)
         if trial.pruned_reason:
             detail.append(f"\npruned: {trial.pruned_reason}", style=STATUS_STYLES["pruned"])
+        value = Text(trial_value_text(trial, folds))
+        if trial.feasible is False:
+            value.append("\ninfeasible", style=STATUS_STYLES["pruned"])
         table.add_row(
             str(trial.number),
             status_text(trial.status),
-            trial_value_text(trial, folds),
+            value,
             fmt_span(trial.started_at, trial.finished_at),
             detail,
         )

@@ -356,6 +356,22 @@ def test_best_without_a_completed_trial_fails(stub, make_study):
     stub.handle = lambda request: (200, make_study(finished=0))
     result = runner.invoke(cli.app, ["best", "7", "--url", stub.url])
     assert_one_line_error(result, "study 7 has no completed trial yet")
+    stub.handle = lambda request: (200, make_study(status="completed", finished=0))
+    result = runner.invoke(cli.app, ["best", "7", "--url", stub.url])
+    assert_one_line_error(result, "study 7 has no completed trial")
+    assert result.stderr.strip().endswith("trial")  # not "yet": none is to come
+
+
+def test_trials_marks_a_trial_that_breaks_the_constraints(stub, make_trial):
+    trials = [make_trial(4, feasible=True), make_trial(1, 0.05, feasible=False)]
+    stub.handle = lambda request: (200, {"data": trials, "count": 2})
+    result = runner.invoke(cli.app, ["trials", "7", "--sort", "best", "--url", stub.url])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("infeasible") == 1
+    row = result.stdout.splitlines().index(
+        next(line for line in result.stdout.splitlines() if line.startswith("│ 1 "))
+    )
+    assert "infeasible" in result.stdout.splitlines()[row + 1]
 
 
 def test_best_prints_value_and_params(stub, make_study):
