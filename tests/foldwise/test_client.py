@@ -342,3 +342,21 @@ def test_to_dataframe_without_pandas_says_what_to_install(stub, make_study):
         pytest.raises(ImportError, match=r"pip install 'foldwise\[pandas\]'"),
     ):
         client.get_study(7).to_dataframe()
+
+
+def test_models_of_the_best_trial_of_a_study_with_no_single_best_say_why(
+    stub, make_study, tmp_path
+):
+    spec = make_study()["spec"]
+    pareto = {**spec, "objectives": [spec["objective"], {"metric": "n_params"}]}
+    cases = [
+        (make_study(finished=0, spec=pareto), "several objectives and so no single best trial"),
+        (make_study(finished=0), r"no completed \(and feasible\) trial"),
+    ]
+    with Client(stub.url) as client:
+        for answer, words in cases:
+            stub.handle = lambda request, answer=answer: (200, answer)
+            study = foldwise.Study(client, client.fetch_study(7))
+            with pytest.raises(FoldwiseError, match=words):
+                study.download_models(tmp_path)
+    assert not list(tmp_path.iterdir())
