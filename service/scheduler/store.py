@@ -102,12 +102,13 @@ class SchedulerStore:
             study = session.get(StudyRow, study_id)
             if study is None:
                 return None
+            # first: a fold the dead service ran was lost with it, even if the study now stops
+            fold_repo.mark_lost_fold_runs(session, study_id)
             if study.stop_requested:
                 _finish_study(session, study, StudyStatus.STOPPED, None)
                 return None
             study_repo.mark_study(session, study, StudyStatus.RUNNING)
             study.waiting = None  # what a previous scheduler said; this one says it anew
-            fold_repo.mark_lost_fold_runs(session, study_id)
             unfinished = trial_repo.unfinished_trials(session, study_id)
             handles = [TrialHandle(t.id, t.number, t.params) for t in unfinished]
             started_at = study.started_at or utcnow()

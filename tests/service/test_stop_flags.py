@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from foldwise.schemas import StudyStatus
+from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
+from foldwise.service.db import fold_runs as fold_repo
 from foldwise.service.db import studies as study_repo
+from foldwise.service.db import trials as trial_repo
 from foldwise.service.db.engine import SessionRunner
 from foldwise.service.db.models import StudyRow
 from foldwise.service.scheduler import stop_flags
 from foldwise.service.scheduler.stop_flags import StopFlags
+from foldwise.service.scheduler.store import SchedulerStore
 from foldwise.spec import StudySpec
 from tests.service.study_specs import study_spec
 
@@ -131,3 +134,28 @@ def test_a_stop_asked_while_a_read_is_under_way_is_read_anew_and_the_late_read_d
     assert (before, after, later) == (True, True, True)
     assert slow.shared_reads == 2
     slow.engine.dispose()
+
+
+def test_a_study_asked_to_stop_while_its_service_was_dead_keeps_its_folds_lost(
+    db: SessionRunner,
+) -> None:
+    """Killed mid-fold, then asked to stop before a service ran it again: the next scheduler
+    records the running fold as lost with the service (not as cancelled by the stop), then
+    stops the study and closes its trial."""
+    study_id = _new_study(db)
+
+    def start_fold(session) -> None:
+        trial = trial_repo.create_trial(session, study_id, {"lr": 0.01}, number=0)
+        fold_repo.start_fold_run(session, trial.id, 0)
+
+    asyncio.run(db.write(start_fold))
+    _ask_stop(db, study_id)
+    assert asyncio.run(SchedulerStore(db).begin_study(study_id)) is None
+
+    def read(session):
+        trial = trial_repo.get_trial(session, study_id, 0)
+        return session.get(StudyRow, study_id).status, trial.status, trial.fold_runs[0]
+
+    study, trial, fold = asyncio.run(db.read(read))
+    assert study is StudyStatus.STOPPED and trial is not TrialStatus.RUNNING
+    assert (fold.status, fold.error) == (FoldStatus.LOST, fold_repo.SERVICE_STOPPED)
