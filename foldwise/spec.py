@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated, Any, Literal, get_args
 
@@ -474,7 +475,9 @@ class StudySpec(StrictModel):
                     raise _spec_error(("objectives", i, "use"), message, later.use)
             self.objective = objectives[0]
         if not (info.context or {}).get(STORED):
-            _check_constraints_can_hold(self.constraints)
+            if (conflict := constraints_conflict(self.constraints)) is not None:
+                where, message = conflict
+                raise _spec_error(("constraints", *where), message)
         if not self.scored_metrics:
             return self
         what = "several objectives" if objectives else "constraints"
@@ -577,25 +580,27 @@ class StudySpec(StrictModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=False)
 
 
-def _check_constraints_can_hold(constraints: list[Constraint]) -> None:
-    """No limit given twice, and no metric bounded so that no value meets all its limits (no
-    trial could be feasible); the later constraint is named."""
+def constraints_conflict(
+    constraints: Sequence[Constraint],
+) -> tuple[tuple[int | str, ...], str] | None:
+    """Where and why ``constraints`` cannot all be asked for, or None: a limit given twice, or
+    a metric bounded so that no value meets all its limits (no trial could be feasible). The
+    place is the later constraint's, as a ``loc`` inside ``constraints``."""
     for j, later in enumerate(constraints):
         for earlier in constraints[:j]:
             if earlier.metric != later.metric:
                 continue
             if earlier.op == later.op and earlier.value == later.value:
-                message = f"{later.metric} {later.op} {later.value:g} is given twice"
-                raise _spec_error(("constraints", j), message, later.value)
+                return (j,), f"{later.metric} {later.op} {later.value:.15g} is given twice"
             if earlier.op == later.op:
                 continue
             at_most, at_least = (earlier, later) if earlier.op == "<=" else (later, earlier)
             if at_most.value < at_least.value:
-                message = (
-                    f"{later.metric} <= {at_most.value:g} and >= {at_least.value:g} cannot both "
-                    "hold: no trial could be feasible"
+                return (j, "value"), (
+                    f"{later.metric} <= {at_most.value:.15g} and >= {at_least.value:.15g} "
+                    "cannot both hold: no trial could be feasible"
                 )
-                raise _spec_error(("constraints", j, "value"), message, later.value)
+    return None
 
 
 def _spec_error(loc: tuple[str | int, ...], message: str, value: Any = None) -> ValidationError:

@@ -39,7 +39,7 @@ from foldwise.integrations.tune_space import (
     space_from_tune,
 )
 from foldwise.optimizers import BaseOptimizer, Observation, create_optimizer, optimizer_names
-from foldwise.spec import Constraint, Direction
+from foldwise.spec import Constraint, Direction, constraints_conflict
 
 STATE_FORMAT = "foldwise.integrations.tune.FoldwiseSearch"
 STATE_VERSION = 2
@@ -85,6 +85,9 @@ class FoldwiseSearch(Searcher):
         metric, mode = _checked_metrics(metric, mode)
         super().__init__(metric=metric, mode=mode)
         self._constraints = [Constraint.model_validate(c) for c in constraints]
+        if (conflict := constraints_conflict(self._constraints)) is not None:
+            where, message = conflict
+            raise ValueError(f"constraints[{where[0]}]: {message}")
         if optimizer not in optimizer_names():
             known = ", ".join(optimizer_names())
             raise ValueError(f"unknown optimizer {optimizer!r} (known: {known})")

@@ -114,6 +114,10 @@ def test_a_version_1_state_keeps_the_searchers_own_constraints(tmp_path) -> None
         ({"mode": ["min", "maximize"]}, "mode must be 'min' or 'max'"),
         ({"metric": "loss", "mode": ["min", "max"]}, "one metric takes one mode"),
         ({"constraints": [{"metric": "size", "op": "<", "value": 1}]}, "op"),
+        (
+            {"constraints": [SMALL, {**SMALL, "op": ">=", "value": 0.75}]},
+            r"constraints\[1\]: size <= 0.5 and >= 0.75 cannot both hold",
+        ),
     ],
 )
 def test_bad_metric_settings_fail_at_once(kwargs: dict, message: str) -> None:
