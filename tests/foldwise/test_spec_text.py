@@ -110,7 +110,7 @@ def test_exponents_without_a_dot_are_numbers_as_in_json() -> None:
 def test_numbers_and_booleans_read_as_yaml_1_2_and_json_read_them() -> None:
     """YAML 1.1's base-60 numbers, leading-zero octals and yes/no/on/off booleans are text:
     a limit of ``1:20`` is not 80, and ``choices: [on, off]`` stays two words."""
-    text = "a: 1:20\nb: 010\nc: [on, off, yes, no, true, False]\nd: 0x10\ne: 2.5\nf: -3\n"
+    text = "a: 1:20\nb: 010\nc: [on, off, yes, no, true, False]\nd: 0x10\ne: 2.5\nf: -.5\n"
     doc, _ = parse_spec_text(text)
     assert doc == {
         "a": "1:20",
@@ -118,7 +118,7 @@ def test_numbers_and_booleans_read_as_yaml_1_2_and_json_read_them() -> None:
         "c": ["on", "off", "yes", "no", True, False],
         "d": 16,
         "e": 2.5,
-        "f": -3,
+        "f": -0.5,
     }
 
 
