@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import case, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from foldwise.schemas import FoldStatus, TrialStatus
@@ -138,13 +138,14 @@ def top_trial_folds(
     """The ``top`` best completed trials with the value of each of their completed folds; those
     that meet the study's constraints first."""
     order = TrialRow.value.desc() if maximize else TrialRow.value.asc()
-    infeasible = case((TrialRow.feasible.is_(False), 1), else_=0)
-    trials = session.scalars(
-        select(TrialRow)
-        .where(TrialRow.study_id == study_id, TrialRow.status == TrialStatus.COMPLETED)
-        .order_by(infeasible, order, TrialRow.number)
-        .limit(top)
-    ).all()
+    completed = (TrialRow.study_id == study_id, TrialRow.status == TrialStatus.COMPLETED)
+    trials: list[TrialRow] = []
+    # two walks of the (study, value) index, each cut at ``top``, rather than one sort of all
+    for feasible in (TrialRow.feasible.is_not(False), TrialRow.feasible.is_(False)):
+        if len(trials) < top:
+            query = select(TrialRow).where(*completed, feasible)
+            query = query.order_by(order, TrialRow.number).limit(top - len(trials))
+            trials += session.scalars(query).all()
     folds: dict[int, dict[int, float]] = {t.id: {} for t in trials}
     query = select(FoldRunRow.trial_id, FoldRunRow.fold, FoldRunRow.value).where(
         FoldRunRow.trial_id.in_(folds), FoldRunRow.status == FoldStatus.COMPLETED
