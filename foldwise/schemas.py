@@ -399,7 +399,13 @@ class History(BaseModel):
     value: list[float]
     std_error: list[float | None]
     params: dict[str, list[Any]] = Field(..., description="One column per space parameter")
-    best: BestSteps = Field(..., description="Steps of the best-so-far line over all matches")
+    feasible: list[bool | None] = Field(
+        ..., description="Whether each meets the study's constraints (null: it has none)"
+    )
+    best: BestSteps = Field(
+        ...,
+        description="Steps of the best-so-far line over all matches that meet the constraints",
+    )
     pruned: PrunedHistory = Field(
         ...,
         description="Pruned trials, at most a quarter of ``max_points`` of them (sampled the "

@@ -67,6 +67,7 @@ async def history(
             value=[p.value for p in shown],
             std_error=[p.std_error for p in shown],
             params={name: [p.params.get(name) for p in shown] for name in names},
+            feasible=[p.feasible for p in shown],
             best=BestSteps(number=[p.number for p in steps], value=[p.value for p in steps]),
             pruned=_pruned_history(session, study, pruned, max_points // 4),
         )

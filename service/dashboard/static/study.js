@@ -94,7 +94,7 @@ function mergeHistory(body, full) {
   body.number.forEach((number, i) => {
     const params = Object.create(null);  // a parameter may be named __proto__
     for (const [name, column] of Object.entries(body.params)) params[name] = column[i];
-    state.points.set(number, { number, value: body.value[i], se: body.std_error[i], params });
+    state.points.set(number, { number, value: body.value[i], se: body.std_error[i], params, feasible: body.feasible[i] });
   });
   const candidates = [...state.best.number.map((n, i) => [n, state.best.value[i]]),
     ...body.best.number.map((n, i) => [n, body.best.value[i]])].sort((a, b) => a[0] - b[0]);
@@ -108,7 +108,7 @@ function mergeHistory(body, full) {
   if (full) state.sampled = body.sampled;
   state.historyCursor = body.cursor ?? state.historyCursor;
   const note = state.sampled
-    ? `${state.points.size.toLocaleString("en")} of ${body.count.toLocaleString("en")} completed trials shown (the best quarter and each range's extremes); the best-so-far line uses all of them.`
+    ? `${state.points.size.toLocaleString("en")} of ${body.count.toLocaleString("en")} completed trials shown (the best quarter and each range's extremes); the best-so-far line uses all of them${state.study.spec.constraints?.length ? " that meet the constraints" : ""}.`
     : `${body.count.toLocaleString("en")} completed trials. Error bars: standard error over folds.`;
   document.getElementById("history-note").textContent = `${note}${prunedNote()}`;
 }

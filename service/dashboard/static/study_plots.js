@@ -11,17 +11,20 @@ const FOLD_COLORS = ["#0969da", "#bf3989", "#1a7f37", "#9a6700", "#8250df", "#cf
 const objectiveTitle = (study) =>
   `${study.spec.objective.metric} (${study.spec.objective.direction === "maximize" ? "higher" : "lower"} is better)`;
 
-/** History: every shown trial with its fold s.e. as an error bar, the pruned trials as hollow
- * grey markers at their partial means, and the best-so-far steps (completed trials only).
+/** History: every shown trial with its fold s.e. as an error bar, those that break the study's
+ * constraints as grey crosses, the pruned trials as hollow grey markers at their partial
+ * means, and the best-so-far steps (completed trials that meet the constraints only).
  * ``axis`` (a ValueAxis) picks a log or linear scale and, by default, a range that leaves out
  * values far worse than the bulk: those are drawn on the edge, their true value on hover. */
-export function drawHistory(study, points, pruned, best, lastNumber, axis) {
-  if (!points.length && !pruned.length) {
+export function drawHistory(study, allPoints, pruned, best, lastNumber, axis) {
+  const points = allPoints.filter((p) => p.feasible !== false);
+  const broken = allPoints.filter((p) => p.feasible === false);
+  if (!allPoints.length && !pruned.length) {
     axis.scale([], false);
     return showEmpty("plot-history", "No completed trials yet.");
   }
   const maximize = study.spec.objective.direction === "maximize";
-  const scale = axis.scale([...points, ...pruned].map((p) => p.value), maximize, points.map((p) => p.value));
+  const scale = axis.scale([...allPoints, ...pruned].map((p) => p.value), maximize, allPoints.map((p) => p.value));
   const y = (p) => (scale.off(p.value) ? scale.pin : p.value);
   // per-point marker arrays only when some value is off the scale: Plotly draws scalars faster
   const each = (list, f, plain) => (scale.clipped ? list.map(f) : plain);
@@ -35,6 +38,14 @@ export function drawHistory(study, points, pruned, best, lastNumber, axis) {
     customdata: points.map((p) => p.number),
     text: points.map((p) => fmtValueSe(p.value, p.se) + offNote(p)),
     hovertemplate: "trial %{x}<br>%{text}<extra></extra>",
+  };
+  const infeasible = {
+    type: "scatter", mode: "markers", name: "breaks a constraint",
+    x: broken.map((p) => p.number), y: broken.map(y),
+    marker: { symbol: "x", color: GREY, size: 7 },
+    customdata: broken.map((p) => p.number),
+    text: broken.map((p) => fmtValueSe(p.value, p.se) + offNote(p)),
+    hovertemplate: "trial %{x}, breaks a constraint<br>%{text}<extra></extra>",
   };
   const folds = foldCount(study.spec);
   const stopped = {
@@ -55,7 +66,8 @@ export function drawHistory(study, points, pruned, best, lastNumber, axis) {
     xaxis: { title: { text: "trial number" }, zeroline: false },
     yaxis: { title: { text: objectiveTitle(study) }, zeroline: false, ...scale.axis },
   });
-  const traces = [trials, ...(pruned.length ? [stopped] : []), ...(best.number.length ? [steps] : [])];
+  const traces = [trials, ...(broken.length ? [infeasible] : []), ...(pruned.length ? [stopped] : []),
+    ...(best.number.length ? [steps] : [])];
   return draw("plot-history", traces, layout);
 }
 

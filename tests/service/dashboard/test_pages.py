@@ -404,3 +404,35 @@ def test_study_page_downloads_the_trials_as_csv(page, browser, dashboard: Dashbo
         assert stranger.request.get(f"/studies/{study_id}/trials.csv").status == 401
     finally:
         stranger.close()
+
+
+def test_trials_that_break_a_constraint_are_crosses_off_the_best_line(
+    page, dashboard: Dashboard
+) -> None:
+    """In the history, a completed trial that breaks the study's constraints is a grey cross
+    of its own series, and the best-so-far line steps over it."""
+    limit = [{"metric": "n_params", "op": "<=", "value": 5000}]
+    study_id = _api(dashboard).post("/studies", json=study_spec(constraints=limit)).json()["id"]
+    values = {0: (0.5, True), 1: (0.2, False), 2: (0.4, True), 3: (0.1, False)}
+    with dashboard.app.state.sessions.begin() as session:
+        for number, (value, feasible) in values.items():
+            params = {"lr": 0.1, "depth": 1, "width_1": 16, "act": "relu"}
+            trial = trial_repo.create_trial(session, study_id, params, number=number)
+            trial_repo.finish_trial(
+                session,
+                trial,
+                TrialStatus.COMPLETED,
+                value=value,
+                constraint_values=[4000.0 if feasible else 6000.0],
+                feasible=feasible,
+            )
+        study_repo.touch_study(session, study_id)
+    open_ready(page, f"/dashboard/studies/{study_id}")
+    traces = page.evaluate(
+        "document.getElementById('plot-history').data.map(t => [t.name, t.x, t.y])"
+    )
+    by_name = {name: (x, y) for name, x, y in traces}
+    assert by_name["trial value ± fold s.e."][0] == [0, 2]
+    assert by_name["breaks a constraint"] == ([1, 3], [0.2, 0.1])
+    # steps at trials 0 and 2, the line drawn on to the last trial
+    assert by_name["best so far"] == ([0, 2, 3], [0.5, 0.4, 0.4])
