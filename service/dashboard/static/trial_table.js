@@ -71,7 +71,8 @@ export class TrialTable {
     const why = trial.pruned_reason ?? trial.error ?? "";
     return el("tr", { "data-trial": trial.number, class: pruned ? "pruned" : null },
       el("td", { class: "num" }, el("a", { href: link, text: String(trial.number) })),
-      el("td", { class: pruned ? "reason" : null, title: pruned ? why : null }, badge(trial.status)),
+      el("td", { class: pruned ? "reason" : null, title: pruned ? why : null }, badge(trial.status),
+        trial.feasible === false ? badge("infeasible") : null),
       el("td", { class: "num value", title: why, text: fmtValueSe(trial.value, trial.std_error) }, this.foldsNote(trial)),
       ...this.params.map((p) => el("td", { class: this.numeric(p) ? "num" : "", text: trial.params[p] === undefined ? "—" : fmt(trial.params[p], 3) })),
       el("td", { class: "num", text: trial.started_at ? fmtDuration(secondsBetween(trial.started_at, trial.finished_at)) : "—" }),

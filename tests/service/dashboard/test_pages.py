@@ -406,7 +406,7 @@ def test_study_page_downloads_the_trials_as_csv(page, browser, dashboard: Dashbo
         stranger.close()
 
 
-def test_trials_that_break_a_constraint_are_crosses_off_the_best_line(
+def test_trials_that_break_a_constraint_are_crosses_off_the_best_line_and_badged(
     page, dashboard: Dashboard
 ) -> None:
     """In the history, a completed trial that breaks the study's constraints is a grey cross
@@ -436,3 +436,8 @@ def test_trials_that_break_a_constraint_are_crosses_off_the_best_line(
     assert by_name["breaks a constraint"] == ([1, 3], [0.2, 0.1])
     # steps at trials 0 and 2, the line drawn on to the last trial
     assert by_name["best so far"] == ([0, 2, 3], [0.5, 0.4, 0.4])
+    badges = [
+        page.locator(f"#trials tbody tr[data-trial='{n}'] .badge.infeasible").count()
+        for n in values
+    ]
+    assert badges == [0, 1, 0, 1]  # and in the trial table, a badge beside its status
