@@ -104,9 +104,9 @@ class WorkerPool:
         """A live group of `shape` whose workers run `code` (None: the job's own environment),
         with a fresh rendezvous address, and whether it was new. `on_placed` is called once Ray
         has placed a new group, before its workers start."""
-        code_hash = None if code is None else code.hash
+        kind: Kind = (shape, None if code is None else code.hash)
         while True:
-            while (group := self._take_idle(shape, code_hash)) is not None:
+            while (group := self._take_idle(kind)) is not None:
                 try:
                     await self._refresh_master(group)
                 except ray.exceptions.RayError as err:  # died while idle: try another or new
@@ -117,7 +117,7 @@ class WorkerPool:
                     self.discard(group)
                     raise
                 return group, False
-            if (group := await self._create(shape, on_placed, code)) is not None:
+            if (group := await self._create(kind, code, on_placed)) is not None:
                 return group, True
             # a group that fits came free while the new one waited to be placed: take it
 
@@ -151,33 +151,32 @@ class WorkerPool:
         for group in list(self._busy.values()):
             self.discard(group)
 
-    def _take_idle(self, shape: Shape, code_hash: str | None) -> WorkerGroup | None:
+    def _has_idle(self, kind: Kind) -> bool:
+        return any(g.kind == kind for g in self._idle)
+
+    def _take_idle(self, kind: Kind) -> WorkerGroup | None:
         for group in reversed(self._idle):  # most recently used first: its caches are warmest
-            if group.kind == (shape, code_hash):
+            if group.kind == kind:
                 self._idle.remove(group)
                 self._busy[group.id] = group
                 return group
         return None
 
     async def _create(
-        self,
-        shape: Shape,
-        on_placed: Callable[[], None] | None = None,
-        code: TaskCode | None = None,
+        self, kind: Kind, code: TaskCode | None, on_placed: Callable[[], None] | None
     ) -> WorkerGroup | None:
-        """A new group of `shape`, once Ray has placed it and its workers answer; None, and
-        nothing placed, when an idle group of the same shape and code comes free first."""
-        kind: Kind = (shape, None if code is None else code.hash)
+        """A new group of `kind` running `code`, once Ray has placed it and its workers answer;
+        None, and nothing placed, when an idle group of the same kind comes free first."""
         self._waiting[kind] += 1  # from here on no other run evicts an idle group of its kind
         try:
-            group, code_options = await self._place(shape, code)
+            group, code_options = await self._place(kind, code)
         finally:
             self._waiting[kind] -= 1
             if not self._waiting[kind]:
                 del self._waiting[kind]
         if group is None:
             return None
-        world_size, cpus, gpus = shape
+        world_size, cpus, gpus = kind[0]
         try:
             if on_placed is not None:
                 on_placed()
@@ -199,18 +198,18 @@ class WorkerPool:
         return group
 
     async def _place(
-        self, shape: Shape, code: TaskCode | None
+        self, kind: Kind, code: TaskCode | None
     ) -> tuple[WorkerGroup | None, dict[str, Any]]:
-        """A new group of `shape` without workers yet, once Ray has placed its bundles, and the
+        """A new group of `kind` without workers yet, once Ray has placed its bundles, and the
         options its workers start with; no group, and nothing placed, when an idle group of
         the same shape and code is there to take first (looked for again once the code's
         environment is ready, which can take seconds, and at each release while it waits)."""
+        shape = kind[0]
         world_size, cpus, gpus = shape
         code_options: dict[str, Any] = {}
         if code is not None:
             code_options["runtime_env"] = await asyncio.to_thread(code_runtime_env, code.path)
-        kind: Kind = (shape, None if code is None else code.hash)
-        if any(g.kind == kind for g in self._idle):
+        if self._has_idle(kind):
             return None, code_options
         bundle = {"CPU": cpus, **({"GPU": gpus} if gpus > 0 else {})}
         pg = placement_group(
@@ -253,7 +252,7 @@ class WorkerPool:
                     released.cancel()
                 if ready.done():
                     break
-                if any(g.kind == kind for g in self._idle):
+                if self._has_idle(kind):
                     return False
                 if loop.time() < evict_at:
                     continue
