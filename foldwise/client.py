@@ -77,8 +77,11 @@ def _read_document(path: Path) -> Any:
     except json.JSONDecodeError as exc:
         raise InvalidSpec([f"cannot parse {path}: {exc}"]) from exc
     except StrictJSONError as exc:  # a key given twice, an integer too long, deep nesting
-        where = ".".join(map(str, exc.path))  # the document's own keys, none dropped
-        detail = f"{where}: {exc}" if exc.path else f"it {exc}"  # "it is nested more than ..."
+        steps = exc.path
+        while exc.kind == "too_deep" and steps and isinstance(steps[-1], int):
+            steps = steps[:-1]  # the field holding the deep lists, not each of their levels
+        where = ".".join(map(str, steps))  # the document's own keys, none dropped
+        detail = f"{where}: {exc}" if steps else f"it {exc}"  # "it is nested more than ..."
         raise InvalidSpec([f"cannot parse {path}: {detail}"]) from exc
     except SpecTextError as exc:
         raise InvalidSpec([" ".join(str(exc).split())]) from exc

@@ -11,12 +11,17 @@ ValueError naming nothing. The service reads request bodies with this
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any
 
 from foldwise.limits import MAX_DEPTH
 
 JSONPath = list[str | int]
+
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},:]')
+"""A string, or a mark of structure: what locates a place in JSON text, numbers and literals
+skipped."""
 
 
 class StrictJSONError(ValueError):
@@ -67,7 +72,7 @@ def loads_strict(text: str) -> Any:
             value = json.loads(text, object_pairs_hook=read_object, parse_int=read_int)
     except RecursionError:  # past the parser's own depth (about 1,000), in either pass
         message = f"is nested more than {MAX_DEPTH} levels deep"
-        raise StrictJSONError("too_deep", [], message) from None
+        raise StrictJSONError("too_deep", _path_past_depth(text, MAX_DEPTH), message) from None
     targets = {id(obj) for obj, _key in repeated} | {id(n) for n in long_ints}
     paths = _paths_to(value, targets) if targets else {}
     for obj, key in repeated:  # the first still in the value (a later copy may replace one)
@@ -81,6 +86,30 @@ def loads_strict(text: str) -> Any:
     if repeated or long_ints:  # unreachable: a replaced copy's container is itself repeated
         raise StrictJSONError("json_invalid", [], "the text cannot be read as one JSON value")
     return value
+
+
+def _path_past_depth(text: str, depth: int) -> JSONPath:
+    """Keys and indexes to the first list or mapping in ``text`` nested more than ``depth``
+    levels deep (the place :func:`foldwise.json_values.find_unsafe` names), read from the text
+    alone: the parser could not build the value. ``[]`` when there is none."""
+    steps: list[str | int | None] = []  # per open container: the key or index being read
+    last_string = '""'
+    for token in _TOKEN.finditer(text):
+        mark = token.group()
+        if mark[0] == '"':
+            last_string = mark
+        elif mark == ":" and steps:
+            steps[-1] = json.loads(last_string)
+        elif mark == ",":
+            if steps and isinstance(steps[-1], int):  # the next item of a list
+                steps[-1] += 1
+        elif mark in "[{":
+            if len(steps) > depth:
+                return [step for step in steps if step is not None]
+            steps.append(0 if mark == "[" else None)
+        elif steps:
+            steps.pop()
+    return []
 
 
 def _paths_to(root: Any, targets: set[int]) -> dict[int, JSONPath]:

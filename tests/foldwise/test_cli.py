@@ -112,7 +112,7 @@ def test_submit_deeply_nested_file_is_one_line_naming_the_file(tmp_path, suffix,
         (('"name": "', '"body": 1, "body": 2, "name": "'), "body: the key 'body' is given twice"),
         (
             ('"trials": 10', '"trials": ' + "9" * 5000 + ', "x": ' + "[" * 3000 + "]" * 3000),
-            "it is nested more than 32 levels deep",  # the second pass, for the long integer
+            "budget.x: is nested more than 32 levels deep",  # the second, long-integer pass
         ),
     ],
 )

@@ -234,13 +234,15 @@ def test_deep_nesting_is_refused_at_its_depth(api: TestClient) -> None:
     assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["body", "token"]
     very_deep = "[" * 100_000 + "]" * 100_000  # past the JSON parser's own recursion limit
     flat = json.dumps(_with(("trainer", "options", "a"), 0)).replace('"a": 0', f'"a": {very_deep}')
-    too_deep = _post_raw(api, flat)  # a 400 naming nothing, before
+    too_deep = _post_raw(api, flat)  # a 400 naming nothing, then a 422 at ["body"]
     assert too_deep.status_code == 422 and too_deep.json()["detail"][0]["type"] == "too_deep"
+    assert too_deep.json()["detail"][0]["loc"] == ["body", "trainer", "options", "a"] + [0] * 30
     # a too-long integer first makes the parser read the body again: a 400 naming nothing, before
     long_first = flat.replace('"epochs": ', '"epochs": ' + "9" * 5000 + ', "x": ', 1)
     assert long_first != flat
     too_deep = _post_raw(api, long_first)
     assert too_deep.status_code == 422 and too_deep.json()["detail"][0]["type"] == "too_deep"
+    assert too_deep.json()["detail"][0]["loc"][:5] == ["body", "trainer", "options", "a", 0]
     session = api.post("/dashboard/session", content=very_deep.encode(), headers=JSON)
     assert session.status_code == 422
     assert api.get("/studies").json()["count"] == 0
