@@ -10,6 +10,7 @@ from foldwise.optimizers.acquisition import MIN_GAP, maximize_acquisition, too_c
 from foldwise.optimizers.encoding import SpaceEncoding
 from foldwise.optimizers.gp import GPOptimizer, keep_rows, penalize_failures
 from foldwise.optimizers.sampling import config_key
+from foldwise.spec import Direction
 from tests.optimizers.problems import PLANE, make_space, observe
 
 
@@ -166,3 +167,33 @@ def test_candidates_are_scored_by_the_acquisition_with_running_trials_told() -> 
     assert free is not None and free[0] > free[1]
     crowded = optimizer.score_candidates([near], [near])
     assert crowded is not None and crowded[0] < free[0]
+
+
+@pytest.mark.parametrize("prior_mean", [None, "average"])
+def test_far_from_every_trial_the_model_expects_the_worst_loss_told(
+    prior_mean: str | None,
+) -> None:
+    """One objective's default prior mean is the worst loss told: a region the model knows
+    nothing of promises no improvement but through its variance. ``prior_mean: average`` (the
+    default with several objectives) expects the losses' mean there instead."""
+    box = make_space({f"x{i}": {"type": "float", "low": 0.0, "high": 1.0} for i in range(6)})
+    optimizer = GPOptimizer(box, seed=0, prior_mean=prior_mean)
+    rng = np.random.default_rng(1)
+    corner = [{f"x{i}": float(v) for i, v in enumerate(row)} for row in 0.15 * rng.random((12, 6))]
+    optimizer.update([observe(c, sum(c.values())) for c in corner], [])
+    fitted = optimizer._fit(np.random.default_rng(0))
+    far = float(fitted.believed.predict(np.ones((1, 6)))[0])
+    spread = float(fitted.y.max() - fitted.y.min())
+    expected = fitted.y.mean() if prior_mean == "average" else fitted.y.max()
+    assert abs(far - expected) < 0.05 * spread
+    assert abs(fitted.y.max() - fitted.y.mean()) > 0.3 * spread  # the two differ
+
+
+def test_the_prior_mean_is_the_worst_with_one_objective_and_the_average_with_several() -> None:
+    assert GPOptimizer(PLANE).prior_mean == "worst"
+    two = GPOptimizer(PLANE, directions=[Direction.MINIMIZE, Direction.MAXIMIZE])
+    assert two.prior_mean == "average"
+    assert (
+        GPOptimizer(PLANE, directions=[Direction.MINIMIZE] * 2, prior_mean="worst").prior_mean
+        == "worst"
+    )
