@@ -117,10 +117,11 @@ def run_foldwise(name: str, problem: Problem, budget: int, seed: int) -> list[Va
     return out
 
 
-def version_of(method: str) -> str:
-    """What a stored run must match: foldwise's optimizer code or the peer's library and
-    runner, and the problems."""
-    base = code_version() if method in FOLDWISE else peers.version(method)
+def version_of(method: str, code: str | None = None) -> str:
+    """What a stored run must match: foldwise's optimizer code (``code``, an earlier version
+    named by ``--code``, or the current one) or the peer's library and runner, and the
+    problems."""
+    base = (code or code_version()) if method in FOLDWISE else peers.version(method)
     return f"{base}|{problems_version()}"
 
 
@@ -172,14 +173,16 @@ def collect(
     store: ResultStore,
     *,
     run: bool,
+    code: str | None = None,
 ) -> dict[tuple[str, str], dict[int, Run]]:
-    """runs[problem, method][seed], from the store, running (and storing) what is missing."""
+    """runs[problem, method][seed], from the store, running (and storing) what is missing;
+    foldwise's of the optimizer code ``code`` when named (nothing is run then)."""
     runs: dict[tuple[str, str], dict[int, Run]] = {}
     for problem in chosen:
         key = run_key(problem, budget)
         for seed in range(seeds):
             for method in methods:
-                found = store.get(key, method, seed, version_of(method))
+                found = store.get(key, method, seed, version_of(method, code))
                 if found is None and run:
                     found = run_method(method, problem, budget, seed)
                     store.add(found)
@@ -222,7 +225,15 @@ def main(argv: list[str] | None = None) -> None:
         help="score studies of this many trials (foldwise's methods told that budget; "
         "no --checkpoint)",
     )
+    parser.add_argument(
+        "--code",
+        default=None,
+        help="with --report-only: foldwise's runs of this earlier version of its optimizer "
+        "code (optimizers-...), for problems a later change leaves alone",
+    )
     args = parser.parse_args(argv)
+    if args.code is not None and not args.report_only:
+        parser.error("--code reads stored runs only: add --report-only")
     if args.studies_of is not None and not 1 <= args.studies_of <= args.budget:
         parser.error("--studies-of must be between 1 and --budget")
     chosen = [problems()[name] for name in args.problems.split(",")]
@@ -237,14 +248,20 @@ def main(argv: list[str] | None = None) -> None:
     run = not args.report_only
     with threadpool_limits(limits=1):  # one core per run, as benchmarks/optimizers.py
         if args.studies_of is None:
-            runs = collect(chosen, methods, args.seeds, args.budget, store, run=run)
+            runs = collect(
+                chosen, methods, args.seeds, args.budget, store, run=run, code=args.code
+            )
         else:  # foldwise's methods told the shorter budget; the peers' longer runs cut short
             points = [args.studies_of]
             ours = [m for m in methods if m in FOLDWISE]
             theirs = [m for m in methods if m not in FOLDWISE]
-            runs = collect(chosen, ours, args.seeds, args.studies_of, store, run=run)
+            runs = collect(
+                chosen, ours, args.seeds, args.studies_of, store, run=run, code=args.code
+            )
             runs |= collect(chosen, theirs, args.seeds, args.budget, store, run=run)
     print(f"command: {' '.join(sys.argv)}")
+    if args.code is not None:
+        print(f"foldwise's runs: of {args.code}, not of the current code ({code_version()})")
     print_tables(chosen, methods, points, runs, skipped)
     if args.studies_of is not None:
         print(

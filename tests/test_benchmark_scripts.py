@@ -168,6 +168,18 @@ def test_multi_objective_runs_are_stored_and_resume(tmp_path: Path, capsys) -> N
     assert rows and all(row.endswith("| – |") for row in rows)
     with pytest.raises(SystemExit):  # a mistyped method is refused, not run as another
         main(["--seeds", "1", *args, "--methods", "optuna-tpe"])
+    capsys.readouterr()
+    # --code reads the runs of another version of foldwise's optimizer code, and runs nothing
+    stored = lines[0]["version"].split("|")[0]
+    for code, shown in ((stored, "[2] |"), ("optimizers-000000000000", "| – |")):
+        main(["--seeds", "2", "--report-only", "--code", code, *args])
+        out = capsys.readouterr().out
+        assert f"foldwise's runs: of {code}" in out
+        [row] = [line for line in out.splitlines() if line.startswith("| ZDT1 |")][:1]
+        assert row.endswith(shown)
+    with pytest.raises(SystemExit):
+        main(["--seeds", "3", "--code", stored, *args])
+    assert len(results.read_text().splitlines()) == 4
 
 
 def test_multi_objective_studies_of_a_shorter_budget_are_run_as_such(
