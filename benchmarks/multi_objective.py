@@ -262,6 +262,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"command: {' '.join(sys.argv)}")
     if args.code is not None:
         print(f"foldwise's runs: of {args.code}, not of the current code ({code_version()})")
+        if not any(method in FOLDWISE for _problem, method in runs):
+            print(f"(no stored run of foldwise's methods is of {args.code})")
     print_tables(chosen, methods, points, runs, skipped)
     if args.studies_of is not None:
         print(

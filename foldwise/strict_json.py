@@ -19,9 +19,9 @@ from foldwise.limits import MAX_DEPTH
 
 JSONPath = list[str | int]
 
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},:]')
-"""A string, or a mark of structure: what locates a place in JSON text, numbers and literals
-skipped."""
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}:]|[^"\[\]{}:]+')
+"""A string, a bracket or a colon, or a run of anything else (numbers, literals, commas and
+space, whose commas are counted at once): what locates a place in JSON text."""
 
 
 class StrictJSONError(ValueError):
@@ -90,8 +90,9 @@ def loads_strict(text: str) -> Any:
 
 def _path_past_depth(text: str, depth: int) -> JSONPath:
     """Keys and indexes to the first list or mapping in ``text`` nested more than ``depth``
-    levels deep (the place :func:`foldwise.json_values.find_unsafe` names), read from the text
-    alone: the parser could not build the value. ``[]`` when there is none."""
+    levels deep (where :func:`foldwise.json_values.find_unsafe` names a chain of lists or
+    mappings too deep), read from the text alone: the parser could not build the value. ``[]``
+    when there is none."""
     steps: list[str | int | None] = []  # per open container: the key or index being read
     last_string = '""'
     for token in _TOKEN.finditer(text):
@@ -100,15 +101,15 @@ def _path_past_depth(text: str, depth: int) -> JSONPath:
             last_string = mark
         elif mark == ":" and steps:
             steps[-1] = json.loads(last_string)
-        elif mark == ",":
-            if steps and isinstance(steps[-1], int):  # the next item of a list
-                steps[-1] += 1
         elif mark in "[{":
             if len(steps) > depth:
                 return [step for step in steps if step is not None]
             steps.append(0 if mark == "[" else None)
-        elif steps:
-            steps.pop()
+        elif mark in "]}":
+            if steps:
+                steps.pop()
+        elif steps and isinstance(steps[-1], int):  # a run: its commas step through a list
+            steps[-1] += mark.count(",")
     return []
 
 

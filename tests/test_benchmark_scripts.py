@@ -175,6 +175,7 @@ def test_multi_objective_runs_are_stored_and_resume(tmp_path: Path, capsys) -> N
         main(["--seeds", "2", "--report-only", "--code", code, *args])
         out = capsys.readouterr().out
         assert f"foldwise's runs: of {code}" in out
+        assert ("no stored run" in out) == (code != stored)
         [row] = [line for line in out.splitlines() if line.startswith("| ZDT1 |")][:1]
         assert row.endswith(shown)
     with pytest.raises(SystemExit):
