@@ -57,9 +57,11 @@ seeds, and on Hartmann6 it left the best basin before refining it. Under the wor
 unexplored region promises improvement only through its variance, and the search refines
 what it has found: on the benchmark's 6-dimensional problems mean regret fell by half or more
 on Hartmann6, its mixed form and Levy, and by a fifth on Ackley (docs/optimizers.md, "The
-GP's prior mean"). Several objectives keep the mean until measured; asked for there, the
-worst acts on ParEGO's scalarised GP only (EHVI's per-objective GPs,
-:mod:`optimizers.gp_front`, keep the mean).
+GP's prior mean"). A space of categories only keeps the mean: it has no box whose corners
+draw EI, and there the mean's pull to untried combinations is what reaches the best cell (on
+NAS-Bench-201 the worst left 3 of 10 CIFAR-10 searches at the second-best cell). Several
+objectives keep the mean until measured; asked for there, the worst acts on ParEGO's
+scalarised GP only (EHVI's per-objective GPs, :mod:`optimizers.gp_front`, keep the mean).
 
 EI's incumbent is the best *predicted* loss among the results, not the best observed one: with
 fold noise a lucky mean is not a target the model believes can be beaten. The hyperparameters
@@ -90,6 +92,7 @@ from foldwise.optimizers.log_ei import log_ei, log_ei_gradient
 from foldwise.optimizers.output_warp import WARPS, warp_losses
 from foldwise.optimizers.sampling import config_key, sample_unique, sobol_unique
 from foldwise.optimizers.scalarize import scalarize, simplex_weights
+from foldwise.space import CategoricalParam
 
 if TYPE_CHECKING:
     from foldwise.optimizers.gp_front import FittedFront
@@ -130,8 +133,9 @@ class GPOptimizer(BaseOptimizer):
     ``acquisition`` ("log-ei") or "ei" (skopt's, without gradient polishing); ``prior``
     ("optuna") the length-scale prior, or "dimension-scaled" (BoTorch's default);
     ``prior_mean`` the GP's constant prior mean: "worst" (the worst loss told; the default for
-    one objective; with several it acts on ParEGO's scalarised GP, not on EHVI's) or
-    "average" (the losses' mean; the default for several);
+    one objective in a space with a numeric parameter; with several objectives it acts on
+    ParEGO's scalarised GP, not on EHVI's) or "average" (the losses' mean; the default for
+    several objectives and for a space of categories only);
     ``xi`` (0.01) EI's exploration margin in standardised units, annealed to 0 over the budget;
     ``liar`` ("believer") the made-up loss for pending trials; ``candidates`` (1000) the fewest
     random candidates per acquisition search (more, up to 5000, while observations are few);
@@ -178,9 +182,13 @@ class GPOptimizer(BaseOptimizer):
         )
         self.warp = choice_option("warp", warp, WARPS)
         self.prior = choice_option("prior", prior, tuple(PRIORS))
+        # the corners the worst keeps EI from are a box's: among categories alone the average's
+        # pull to untried combinations is what reaches the best cell (NAS-Bench-201)
+        boxed = any(not isinstance(p, CategoricalParam) for p in self.space.values())
+        default_mean = "worst" if boxed and not self.multi_objective else "average"
         self.prior_mean = choice_option(
             "prior_mean",
-            prior_mean or ("average" if self.multi_objective else "worst"),
+            default_mean if prior_mean is None else prior_mean,
             PRIOR_MEANS,
         )
         self.constraint_model = choice_option("constraints", constraints, CONSTRAINT_MODELS)

@@ -7,6 +7,7 @@ import pytest
 
 import foldwise.optimizers.gp as gp_module
 from foldwise.optimizers.acquisition import MIN_GAP, maximize_acquisition, too_close
+from foldwise.optimizers.base import OptionError
 from foldwise.optimizers.encoding import SpaceEncoding
 from foldwise.optimizers.gp import GPOptimizer, keep_rows, penalize_failures
 from foldwise.optimizers.sampling import config_key
@@ -189,11 +190,21 @@ def test_far_from_every_trial_the_model_expects_the_worst_loss_told(
     assert abs(fitted.y.max() - fitted.y.mean()) > 0.3 * spread  # the two differ
 
 
-def test_the_prior_mean_is_the_worst_with_one_objective_and_the_average_with_several() -> None:
+def test_the_default_prior_mean_is_the_worst_in_a_box_with_one_objective() -> None:
+    """The average among categories only, and with several objectives."""
     assert GPOptimizer(PLANE).prior_mean == "worst"
+    cells = make_space(
+        {f"edge{i}": {"type": "categorical", "choices": ["a", "b"]} for i in range(3)}
+    )
+    assert GPOptimizer(cells).prior_mean == "average"  # no box, no corners to keep EI from
+    with_depth = {**cells, **make_space({"depth": {"type": "int", "low": 1, "high": 4}})}
+    assert GPOptimizer(with_depth).prior_mean == "worst"
     two = GPOptimizer(PLANE, directions=[Direction.MINIMIZE, Direction.MAXIMIZE])
     assert two.prior_mean == "average"
     assert (
         GPOptimizer(PLANE, directions=[Direction.MINIMIZE] * 2, prior_mean="worst").prior_mean
         == "worst"
     )
+    assert GPOptimizer(cells, prior_mean="worst").prior_mean == "worst"
+    with pytest.raises(OptionError):
+        GPOptimizer(PLANE, prior_mean="")
