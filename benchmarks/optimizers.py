@@ -181,25 +181,33 @@ def run_method(method: str, problem: Problem, seed: int) -> tuple[list[float], f
     return values, (time.perf_counter() - start - timed[0]) / problem.budget
 
 
-def version_of(method: str, problem: Problem) -> str:
-    """What a stored run must match: the peer's library or foldwise's optimizer code, and the
-    digits MLP's epochs."""
+def version_of(method: str, problem: Problem, code: str | None = None) -> str:
+    """What a stored run must match: the peer's library or foldwise's optimizer code (``code``,
+    an earlier version named by ``--code``, or the current one), and the digits MLP's
+    epochs."""
     peer, _ = split_flight(method)
     # foldwise's runs since their observations carry no standard error ("se=none")
-    version = peer_version(peer) if peer in PEERS else f"{code_version()}|se=none"
+    version = peer_version(peer) if peer in PEERS else f"{code or code_version()}|se=none"
     epochs = getattr(problem.objective, "epochs", None)
     return version if epochs is None else f"{version}|epochs={epochs}"
 
 
 def quality(
-    methods: list[str], chosen: list[Problem], seeds: int, store: ResultStore, *, run: bool
+    methods: list[str],
+    chosen: list[Problem],
+    seeds: int,
+    store: ResultStore,
+    *,
+    run: bool,
+    code: str | None = None,
 ) -> dict[str, dict[str, dict[int, Run]]]:
-    """runs[problem][method][seed], from the store, running (and storing) what is missing."""
+    """runs[problem][method][seed], from the store, running (and storing) what is missing;
+    foldwise's of the optimizer code ``code`` when named (nothing is run then)."""
     runs: dict[str, dict[str, dict[int, Run]]] = {}
     for problem in chosen:
         runs[problem.name] = {}
         for method in methods:
-            version, found = version_of(method, problem), {}
+            version, found = version_of(method, problem, code), {}
             for seed in range(seeds):
                 stored = store.get(problem.name, method, seed, version)
                 if stored is None and run:
@@ -345,7 +353,15 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=None, help="stored runs (JSON lines)")
     parser.add_argument("--report-only", action="store_true", help="run nothing, print tables")
     parser.add_argument("--quick", action="store_true", help="2 seeds, no digits, short timing")
+    parser.add_argument(
+        "--code",
+        default=None,
+        help="with --report-only: foldwise's runs of this earlier version of its optimizer "
+        "code (optimizers-...), for problems a later change leaves alone",
+    )
     args = parser.parse_args()
+    if args.code is not None and not args.report_only:
+        parser.error("--code reads stored runs only: add --report-only")
     if args.quick:
         args.seeds, args.noise_seeds, args.epochs = 2, 2, 1
         args.problems, args.timing_points = "branin,hartmann6_mixed", "10,50,100"
@@ -357,9 +373,13 @@ def main() -> None:
     methods = [m for m in args.methods.split(",") if m]
     store = ResultStore(args.results) if args.results else ResultStore()
     print(f"command: {' '.join(sys.argv)}")
+    if args.code is not None:
+        print(f"foldwise's runs: of {args.code}, not of the current code ({code_version()})")
     with threadpool_limits(limits=1):  # one core per run, as on a shared 2-core host
         if chosen:
-            runs = quality(methods, chosen, args.seeds, store, run=not args.report_only)
+            runs = quality(
+                methods, chosen, args.seeds, store, run=not args.report_only, code=args.code
+            )
             print_quality(runs, chosen, methods, PEERS)
         if args.report_only:
             return

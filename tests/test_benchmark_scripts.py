@@ -252,3 +252,31 @@ def test_the_stored_runs_key_by_the_optimizers_code_not_their_docstrings() -> No
     assert code_of(source) != code_of(changed)
     only_doc = 'def g():\n    """Nothing but a docstring."""\n'
     assert code_of(only_doc) == code_of("def g():\n    pass\n")
+
+
+def test_optimizers_report_reads_the_runs_of_a_named_code(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--code`` prints foldwise's stored runs of another optimizer code and runs nothing."""
+    from benchmarks.optimizers import main
+
+    results = tmp_path / "runs.jsonl"
+    args = ["optimizers.py", "--problems", "branin", "--methods", "random", "--budget", "4"]
+    args += ["--timing-points", "", "--noise-seeds", "0", "--results", str(results)]
+    monkeypatch.setattr("sys.argv", [*args, "--seeds", "1"])
+    main()
+    [line] = results.read_text().splitlines()
+    current = json.loads(line)["version"].split("|")[0]
+    results.write_text(line.replace(current, "optimizers-000000000001"))
+    capsys.readouterr()
+    for code, cells in (("optimizers-000000000001", 1), (None, 0)):
+        named = ["--code", code] if code else []
+        monkeypatch.setattr("sys.argv", [*args, "--seeds", "1", "--report-only", *named])
+        main()
+        out = capsys.readouterr().out
+        [row] = [r for r in out.splitlines() if r.startswith("| random |")][:1]
+        assert (row != "| random | - |") == bool(cells), row
+    monkeypatch.setattr("sys.argv", [*args, "--seeds", "1", "--code", "optimizers-000000000001"])
+    with pytest.raises(SystemExit):
+        main()
+    assert len(results.read_text().splitlines()) == 1
