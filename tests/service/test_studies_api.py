@@ -63,6 +63,14 @@ def test_seed_defaults_the_optimizer_seed(api: TestClient) -> None:
             {"optimizer": {"name": "gp", "options": {"n_initial": 5, "zeta": 1}}},
             ["body", "optimizer", "options", "zeta"],
         ),
+        (  # an empty choice is refused, not read as the default
+            {"optimizer": {"name": "gp", "options": {"prior_mean": ""}}},
+            ["body", "optimizer", "options", "prior_mean"],
+        ),
+        (
+            {"optimizer": {"name": "gp", "options": {"prior_mean": "median"}}},
+            ["body", "optimizer", "options", "prior_mean"],
+        ),
         (
             {"optimizer": {"name": "evolution", "options": {"seed": 1}}},
             ["body", "optimizer", "options", "seed"],
