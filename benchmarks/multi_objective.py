@@ -65,7 +65,15 @@ from pydantic import TypeAdapter  # noqa: E402
 
 from benchmarks import multi_objective_peers as peers  # noqa: E402
 from benchmarks.multi_objective_problems import Problem, Values, problems  # noqa: E402
-from benchmarks.optimizer_results import ROOT, ResultStore, Run, code_version  # noqa: E402
+from benchmarks.optimizer_results import (  # noqa: E402
+    ROOT,
+    ResultStore,
+    Run,
+    add_code_argument,
+    check_code_argument,
+    code_note,
+    code_version,
+)
 from benchmarks.optimizer_tables import print_against_best_peer, print_ranks  # noqa: E402
 from foldwise.optimizers import create_optimizer  # noqa: E402
 from foldwise.optimizers.base import Observation  # noqa: E402
@@ -225,15 +233,9 @@ def main(argv: list[str] | None = None) -> None:
         help="score studies of this many trials (foldwise's methods told that budget; "
         "no --checkpoint)",
     )
-    parser.add_argument(
-        "--code",
-        default=None,
-        help="with --report-only: foldwise's runs of this earlier version of its optimizer "
-        "code (optimizers-...), for problems a later change leaves alone",
-    )
+    add_code_argument(parser)
     args = parser.parse_args(argv)
-    if args.code is not None and not args.report_only:
-        parser.error("--code reads stored runs only: add --report-only")
+    check_code_argument(parser, args)
     if args.studies_of is not None and not 1 <= args.studies_of <= args.budget:
         parser.error("--studies-of must be between 1 and --budget")
     chosen = [problems()[name] for name in args.problems.split(",")]
@@ -261,7 +263,7 @@ def main(argv: list[str] | None = None) -> None:
             runs |= collect(chosen, theirs, args.seeds, args.budget, store, run=run)
     print(f"command: {' '.join(sys.argv)}")
     if args.code is not None:
-        print(f"foldwise's runs: of {args.code}, not of the current code ({code_version()})")
+        print(code_note(args.code))
         if not any(method in FOLDWISE for _problem, method in runs):
             print(f"(no stored run of foldwise's methods is of {args.code})")
     print_tables(chosen, methods, points, runs, skipped)

@@ -4,12 +4,14 @@ One JSON line per (problem, method, seed): the objective values in evaluation or
 mean seconds per suggestion (``benchmarks/multi_objective.py`` keeps its runs the same way, in
 a file of its own). Each line carries the version of what produced it: the hash of the code
 in ``optimizers/`` (not of its docstrings and comments) for foldwise's methods, the library
-version for a peer. Only lines of the current version count, so a change to the GP reruns the
-GP and nothing else, and a change to its documentation reruns nothing.
+version for a peer. Only lines of the current version count, so a change to the GP reruns
+foldwise's methods and no peer, and a change to its documentation reruns nothing;
+``--report-only --code`` (:func:`add_code_argument`) reads the lines of an earlier version.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import functools
 import hashlib
@@ -32,6 +34,27 @@ class Run:
     evaluation's objectives followed by its constraint gap)."""
     seconds: float
     """Mean seconds per suggestion, the objective's time excluded."""
+
+
+def add_code_argument(parser: argparse.ArgumentParser) -> None:
+    """``--code``: foldwise's stored runs of an earlier version of its optimizer code."""
+    parser.add_argument(
+        "--code",
+        default=None,
+        help="with --report-only: foldwise's runs of this earlier version of its optimizer "
+        "code (optimizers-...), for problems a later change leaves alone",
+    )
+
+
+def check_code_argument(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse ``--code`` unless only stored runs are read."""
+    if args.code is not None and not args.report_only:
+        parser.error("--code reads stored runs only: add --report-only")
+
+
+def code_note(code: str) -> str:
+    """The line a report of another code's runs starts with."""
+    return f"foldwise's runs: of {code}, not of the current code ({code_version()})"
 
 
 @functools.cache

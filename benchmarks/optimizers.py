@@ -36,7 +36,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import tabular_nas  # noqa: E402
 from benchmarks.optimizer_peers import PEERS, peer_version, run_peer, skopt_dimensions  # noqa: E402
-from benchmarks.optimizer_results import ResultStore, Run, code_version  # noqa: E402
+from benchmarks.optimizer_results import (  # noqa: E402
+    ResultStore,
+    Run,
+    add_code_argument,
+    check_code_argument,
+    code_note,
+    code_version,
+)
 from benchmarks.optimizer_tables import print_quality  # noqa: E402
 from benchmarks.problems import Problem, box, branin, hartmann6, synthetic_problems  # noqa: E402
 from foldwise.optimizers import Observation, create_optimizer  # noqa: E402
@@ -353,15 +360,9 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=None, help="stored runs (JSON lines)")
     parser.add_argument("--report-only", action="store_true", help="run nothing, print tables")
     parser.add_argument("--quick", action="store_true", help="2 seeds, no digits, short timing")
-    parser.add_argument(
-        "--code",
-        default=None,
-        help="with --report-only: foldwise's runs of this earlier version of its optimizer "
-        "code (optimizers-...), for problems a later change leaves alone",
-    )
+    add_code_argument(parser)
     args = parser.parse_args()
-    if args.code is not None and not args.report_only:
-        parser.error("--code reads stored runs only: add --report-only")
+    check_code_argument(parser, args)
     if args.quick:
         args.seeds, args.noise_seeds, args.epochs = 2, 2, 1
         args.problems, args.timing_points = "branin,hartmann6_mixed", "10,50,100"
@@ -374,7 +375,7 @@ def main() -> None:
     store = ResultStore(args.results) if args.results else ResultStore()
     print(f"command: {' '.join(sys.argv)}")
     if args.code is not None:
-        print(f"foldwise's runs: of {args.code}, not of the current code ({code_version()})")
+        print(code_note(args.code))
     with threadpool_limits(limits=1):  # one core per run, as on a shared 2-core host
         if chosen:
             runs = quality(
