@@ -194,7 +194,9 @@ class GPOptimizer(BaseOptimizer):
         self.constraint_model = choice_option("constraints", constraints, CONSTRAINT_MODELS)
         default = "ehvi" if len(self.directions) == 2 else "parego-ehvi"
         self.front_model = choice_option(
-            "multi_objective", multi_objective or default, MULTI_OBJECTIVE
+            "multi_objective",
+            default if multi_objective is None else multi_objective,
+            MULTI_OBJECTIVE,
         )
         self.encoding = SpaceEncoding(self.space)
         widths = [c.stop - c.start for c in self.encoding.columns.values()]

@@ -72,6 +72,10 @@ def test_seed_defaults_the_optimizer_seed(api: TestClient) -> None:
             ["body", "optimizer", "options", "prior_mean"],
         ),
         (
+            {"optimizer": {"name": "gp", "options": {"multi_objective": ""}}},
+            ["body", "optimizer", "options", "multi_objective"],
+        ),
+        (
             {"optimizer": {"name": "evolution", "options": {"seed": 1}}},
             ["body", "optimizer", "options", "seed"],
         ),
