@@ -68,6 +68,15 @@ def test_the_sobol_initial_design_spreads_evenly_and_resumes_where_it_was() -> N
     assert other_seed != design
 
 
+def test_one_objective_over_a_box_starts_from_a_sobol_design() -> None:
+    """Not asked for, the first trials of a box are a Sobol sequence's: one per eighth of a
+    parameter's range in eight trials, where independent draws leave gaps."""
+    line = make_space({"x": {"type": "float", "low": 0.0, "high": 1.0}})
+    for seed in range(5):
+        design = GPOptimizer(line, seed=seed, n_initial=8).suggest(8)
+        assert sorted(int(c["x"] * 8) for c in design) == list(range(8))
+
+
 def test_maximised_values_are_negated_and_fold_noise_is_scaled() -> None:
     optimizer = GPOptimizer(PLANE, direction="maximize", warp="none")
     history = [observe({"x": 0.1, "y": 0.1}, 1.0), observe({"x": 0.2, "y": 0.1}, 3.0)]
@@ -190,17 +199,36 @@ def test_far_from_every_trial_the_model_expects_the_worst_loss_told(
     assert abs(fitted.y.max() - fitted.y.mean()) > 0.3 * spread  # the two differ
 
 
-def test_the_default_prior_mean_is_the_worst_in_a_box_with_one_objective() -> None:
-    """The average among categories only, and with several objectives."""
-    assert GPOptimizer(PLANE).prior_mean == "worst"
+def _defaults(optimizer: GPOptimizer) -> tuple[str, str, str]:
+    return optimizer.prior_mean, optimizer.prior, optimizer.initial
+
+
+ONE_BOX = ("worst", "dimension-scaled", "sobol")
+OTHERWISE = ("average", "optuna", "random")
+
+
+def test_one_objective_over_a_box_has_defaults_of_its_own() -> None:
+    """The worst loss as the prior mean, BoTorch's length-scale prior and a Sobol design for one
+    objective with a numeric parameter; the average, Optuna's prior and random draws among
+    categories only and with several objectives; any of them can be asked for anywhere."""
+    assert _defaults(GPOptimizer(PLANE)) == ONE_BOX
     cells = make_space(
         {f"edge{i}": {"type": "categorical", "choices": ["a", "b"]} for i in range(3)}
     )
-    assert GPOptimizer(cells).prior_mean == "average"  # no box, no corners to keep EI from
+    assert _defaults(GPOptimizer(cells)) == OTHERWISE  # no box, no corners to keep EI from
     with_depth = {**cells, **make_space({"depth": {"type": "int", "low": 1, "high": 4}})}
-    assert GPOptimizer(with_depth).prior_mean == "worst"
+    assert _defaults(GPOptimizer(with_depth)) == ONE_BOX
     two = GPOptimizer(PLANE, directions=[Direction.MINIMIZE, Direction.MAXIMIZE])
-    assert two.prior_mean == "average"
+    assert _defaults(two) == OTHERWISE
+    asked = GPOptimizer(cells, prior="dimension-scaled", initial="sobol", prior_mean="worst")
+    assert _defaults(asked) == ONE_BOX
+    assert _defaults(GPOptimizer(PLANE, prior="optuna", initial="random")) == (
+        "worst",
+        *OTHERWISE[1:],
+    )
+    for option in ("prior", "initial"):
+        with pytest.raises(OptionError, match=option):
+            GPOptimizer(PLANE, **{option: ""})
     assert (
         GPOptimizer(PLANE, directions=[Direction.MINIMIZE] * 2, prior_mean="worst").prior_mean
         == "worst"
