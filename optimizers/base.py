@@ -25,7 +25,9 @@ class Observation:
     """A finished trial as the optimizer sees it.
 
     ``value`` is the mean over folds in the study's own direction (not negated); it is ``None``
-    when the trial failed. ``std_error`` is the standard error of the fold values. ``folds`` is
+    when the trial failed. ``std_error`` is the standard error of the fold values; none told
+    (``None``) and 0 say the same, that the value is exact, and every optimizer, its seeded
+    draws included, hears them alike. ``folds`` is
     how many fold values the mean rests on (None: not known, take it as all of them); a
     ``pruned`` trial's value rests on fewer folds than the study's K, or on a fold stopped
     early, so it is a noisier observation (its larger ``std_error`` says how much), not a
@@ -209,7 +211,7 @@ def _history_digest(seed: int, completed: Sequence[Observation], pending: Sequen
             [
                 o.params,
                 _float_or_none(o.value if o.ok else None),
-                _float_or_none(o.std_error),
+                _error_or_none(o.std_error),
                 *([o.folds] if o.pruned else []),  # unchanged for studies that never prune
                 *([_multi_record(o)] if o.values is not None or o.constraint_gaps else []),
             ]
@@ -226,11 +228,16 @@ def _float_or_none(value: float | None) -> float | None:
     return None if value is None else float(value)
 
 
+def _error_or_none(error: float | None) -> float | None:
+    """A standard error as the model hears it: none told and zero are the same (exact)."""
+    return None if error is None or error == 0 else float(error)
+
+
 def _multi_record(o: Observation) -> list:
     """What a multi-objective or constrained observation adds to the history digest."""
     return [
         [_float_or_none(v if o.ok else None) for v in o.objectives],
-        [_float_or_none(e) for e in o.objective_errors],
+        [_error_or_none(e) for e in o.objective_errors],
         [float(g) for g in o.constraint_gaps],
     ]
 

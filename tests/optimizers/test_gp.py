@@ -7,7 +7,7 @@ import pytest
 
 import foldwise.optimizers.gp as gp_module
 from foldwise.optimizers.acquisition import MIN_GAP, maximize_acquisition, too_close
-from foldwise.optimizers.base import OptionError
+from foldwise.optimizers.base import Observation, OptionError
 from foldwise.optimizers.encoding import SpaceEncoding
 from foldwise.optimizers.gp import GPOptimizer, keep_rows, penalize_failures
 from foldwise.optimizers.sampling import config_key
@@ -75,6 +75,21 @@ def test_one_objective_over_a_box_starts_from_a_sobol_design() -> None:
     for seed in range(5):
         design = GPOptimizer(line, seed=seed, n_initial=8).suggest(8)
         assert sorted(int(c["x"] * 8) for c in design) == list(range(8))
+
+
+def test_no_standard_error_and_a_zero_one_are_the_same_information() -> None:
+    """A trial that reports no standard error (the Ray Tune searcher's, a task without folds)
+    is modelled as exact, as one that reports 0: the same suggestions either way."""
+    configs = [{"x": 0.1 * i, "y": (0.37 * i) % 1.0} for i in range(1, 13)]
+
+    def suggestions(std_error: float | None) -> list[dict[str, float]]:
+        optimizer = GPOptimizer(PLANE, seed=3)
+        history = [Observation(c, (c["x"] - 0.4) ** 2 + c["y"], std_error) for c in configs]
+        optimizer.update(history, [])
+        return optimizer.suggest(2)
+
+    assert suggestions(None) == suggestions(0.0)
+    assert suggestions(None) != suggestions(0.3)  # the standard error is heard when given
 
 
 def test_maximised_values_are_negated_and_fold_noise_is_scaled() -> None:
