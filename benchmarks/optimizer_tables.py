@@ -122,28 +122,70 @@ def worse_by_rank(diff: np.ndarray) -> bool:
 
 def print_against_best_peer(regrets: dict, names: list[str], ours: str, peers: list[str]) -> None:
     """Paired over seeds: ours minus the peer with the lowest mean regret on each problem,
-    among peers with at least half the seeds (as in the ranks)."""
+    among peers with at least half the seeds (as in the ranks); then ours' mean and median
+    against that peer's quartiles over the same seeds."""
     print(f"\n### {ours} against the best peer per problem (paired over seeds)\n")
     print(row(["problem", "best peer", f"{ours} − peer", "seeds better / worse", "Wilcoxon p"]))
     print("|---|---|---|---|---|")
+    spreads = []
     for n in names:
-        most = max(len(regrets[n][m]) for m in [ours, *peers])
-        covered = [m for m in peers if 2 * len(regrets[n][m]) >= most > 0]
-        if not covered:
+        found = best_peer(regrets[n], ours, peers)
+        if found is None:
             continue
-        best = min(covered, key=lambda m: np.mean(list(regrets[n][m].values())))
-        shared = common_seeds({ours: regrets[n][ours], best: regrets[n][best]})
-        if len(shared) < 2:
-            continue
-        a = np.array([regrets[n][ours][s] for s in shared])
-        b = np.array([regrets[n][best][s] for s in shared])
+        best, a, b = found
         diff = np.where(np.isinf(a) & np.isinf(b), 0.0, a - b)  # neither found a feasible point
         p = wilcoxon(a, b).pvalue if np.any(diff != 0) else 1.0
         verdict = f"{p:.3g}"
         if p < 0.05:
             verdict += " (worse)" if worse_by_rank(diff) else " (better)"
-        tally = f"{int((diff < 0).sum())} / {int((diff > 0).sum())} of {len(shared)}"
+        tally = f"{int((diff < 0).sum())} / {int((diff > 0).sum())} of {len(a)}"
         print(row([n, best, mean_se(diff), tally, verdict]))
+        spreads.append(row([n, best, *against_quartiles(a, b)]))
+    if spreads:
+        print(f"\n### {ours} against the best peer's quartiles (same seeds)\n")
+        print(
+            row(
+                [
+                    "problem",
+                    "best peer",
+                    "peer: mean (median) [quartiles]",
+                    f"{ours}: mean (median)",
+                    "inside or below the upper quartile",
+                ]
+            )
+        )
+        print("|---|---|---|---|---|")
+        print("\n".join(spreads))
+
+
+def best_peer(
+    regrets: dict[str, dict[int, float]], ours: str, peers: list[str]
+) -> tuple[str, np.ndarray, np.ndarray] | None:
+    """The peer with the lowest mean regret among those with at least half the seeds, and
+    ours' and its regrets over the seeds both have (None: no such peer, or one seed)."""
+    most = max(len(regrets[m]) for m in [ours, *peers])
+    covered = [m for m in peers if 2 * len(regrets[m]) >= most > 0]
+    if not covered:
+        return None
+    best = min(covered, key=lambda m: np.mean(list(regrets[m].values())))
+    shared = common_seeds({ours: regrets[ours], best: regrets[best]})
+    if len(shared) < 2:
+        return None
+    a = np.array([regrets[ours][s] for s in shared])
+    return best, a, np.array([regrets[best][s] for s in shared])
+
+
+def against_quartiles(ours: np.ndarray, peer: np.ndarray) -> list[str]:
+    """Cells: the peer's mean (median) [quartiles], ours' mean (median), and which of ours'
+    two is inside or below the peer's quartiles (at most its upper one)."""
+    low, high = np.percentile(peer, [25, 75])
+    mean, median = float(np.mean(ours)), float(np.median(ours))
+    inside = [name for name, v in (("mean", mean), ("median", median)) if v <= high]
+    return [
+        f"{np.mean(peer):.4g} ({np.median(peer):.4g}) [{low:.4g}–{high:.4g}]",
+        f"{mean:.4g} ({median:.4g})",
+        " and ".join(inside) or "neither",
+    ]
 
 
 def print_batches(regrets: dict, names: list[str], methods: list[str]) -> None:

@@ -1,7 +1,8 @@
 """Search quality and speed of foldwise's optimizers next to random, skopt, Optuna, Ax and HEBO.
 
 Prints markdown tables: mean final regret ± standard error over seeds, mean rank, foldwise's
-first method against the best peer on each problem (paired over seeds), trials in flight
+first method against the best peer on each problem (paired over seeds, and its mean and median
+against that peer's quartiles), trials in flight
 against one at a time, seconds per suggestion; suggestion time against the number of
 observations with trials pending; and the fold-noise check (the GP told each trial's fold
 standard error, against the same GP told that means are exact). Every run is stored in

@@ -76,6 +76,29 @@ def test_the_tables_compare_with_the_best_peer_and_batches_with_one_at_a_time(ca
     assert "| gp | 1.00 | 1.00 |" in out  # best rank everywhere
 
 
+def test_the_median_and_the_mean_are_held_against_the_best_peers_quartiles(capsys):
+    """A split like Hartmann6's: ours end at the optimum on most seeds and far off on a few,
+    so its median is inside the peer's quartiles and its mean is not."""
+    problem = problems(epochs=1)["branin"]
+    ours = [0.0] * 7 + [1.0] * 3  # mean 0.3, median 0
+    peer = [0.1, 0.1, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2]  # quartiles 0.2 and 0.2
+    runs = {
+        "branin": {
+            method: {
+                seed: Run("branin", method, seed, "v", [problem.optimum + regret], 0.1)
+                for seed, regret in enumerate(regrets)
+            }
+            for method, regrets in (("gp", ours), ("optuna_gp", peer), ("ax", [0.9] * 10))
+        }
+    }
+    print_quality(runs, [problem], ["gp", "optuna_gp", "ax"], PEERS)
+    out = capsys.readouterr().out
+    assert "| branin | optuna_gp | 0.18 (0.2) [0.2–0.2] | 0.3 (0) | median |" in out
+    runs["branin"]["gp"] = runs["branin"]["optuna_gp"]
+    print_quality(runs, [problem], ["gp", "optuna_gp", "ax"], PEERS)
+    assert "| 0.18 (0.2) | mean and median |" in capsys.readouterr().out
+
+
 def test_the_verdict_takes_the_side_of_the_ranks_not_of_a_few_far_off_seeds():
     # ours a little worse on 30 seeds, far better on 10: the mean says better, the signed
     # ranks (what the Wilcoxon test weighs) say worse
