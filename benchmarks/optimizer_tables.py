@@ -123,7 +123,7 @@ def worse_by_rank(diff: np.ndarray) -> bool:
 def print_against_best_peer(regrets: dict, names: list[str], ours: str, peers: list[str]) -> None:
     """Paired over seeds: ours minus the peer with the lowest mean regret on each problem,
     among peers with at least half the seeds (as in the ranks); then ours' mean and median
-    against that peer's quartiles over the same seeds."""
+    against that peer's spread over the same seeds (:func:`against_spread`)."""
     print(f"\n### {ours} against the best peer per problem (paired over seeds)\n")
     print(row(["problem", "best peer", f"{ours} − peer", "seeds better / worse", "Wilcoxon p"]))
     print("|---|---|---|---|---|")
@@ -140,9 +140,9 @@ def print_against_best_peer(regrets: dict, names: list[str], ours: str, peers: l
             verdict += " (worse)" if worse_by_rank(diff) else " (better)"
         tally = f"{int((diff < 0).sum())} / {int((diff > 0).sum())} of {len(a)}"
         print(row([n, best, mean_se(diff), tally, verdict]))
-        spreads.append(row([n, best, *against_quartiles(a, b)]))
+        spreads.append(row([n, best, *against_spread(a, b)]))
     if spreads:
-        print(f"\n### {ours} against the best peer's quartiles (same seeds)\n")
+        print(f"\n### {ours} against the best peer's spread (same seeds)\n")
         print(
             row(
                 [
@@ -175,16 +175,23 @@ def best_peer(
     return best, a, np.array([regrets[best][s] for s in shared])
 
 
-def against_quartiles(ours: np.ndarray, peer: np.ndarray) -> list[str]:
-    """Cells: the peer's mean (median) [quartiles], ours' mean (median), and which of ours'
-    two is inside or below the peer's quartiles (at most its upper one)."""
+def against_spread(ours: np.ndarray, peer: np.ndarray) -> list[str]:
+    """Cells: the peer's mean ± s.e. (median) [quartiles], ours' mean (median), and which of
+    ours' two is within the peer's spread: the mean at most one standard error above the
+    peer's mean, the median at most the peer's upper quartile. A heavy-tailed peer's mean can
+    lie above its own upper quartile, so each is held against its own kind."""
     low, high = np.percentile(peer, [25, 75])
+    error = np.std(peer, ddof=1) / math.sqrt(len(peer))
     mean, median = float(np.mean(ours)), float(np.median(ours))
-    inside = [name for name, v in (("mean", mean), ("median", median)) if v <= high]
+    holds = [
+        name
+        for name, ok in (("mean", mean <= np.mean(peer) + error), ("median", median <= high))
+        if ok
+    ]
     return [
-        f"{np.mean(peer):.4g} ({np.median(peer):.4g}) [{low:.4g}–{high:.4g}]",
+        f"{mean_se(peer)} ({np.median(peer):.4g}) [{low:.4g}–{high:.4g}]",
         f"{mean:.4g} ({median:.4g})",
-        " and ".join(inside) or "neither",
+        " and ".join(holds) or "neither",
     ]
 
 
