@@ -148,9 +148,9 @@ def print_against_best_peer(regrets: dict, names: list[str], ours: str, peers: l
                 [
                     "problem",
                     "best peer",
-                    "peer: mean (median) [quartiles]",
+                    "peer: mean ± s.d. (median) [quartiles]",
                     f"{ours}: mean (median)",
-                    "inside or below the upper quartile",
+                    "within the peer's spread",
                 ]
             )
         )
@@ -176,20 +176,21 @@ def best_peer(
 
 
 def against_spread(ours: np.ndarray, peer: np.ndarray) -> list[str]:
-    """Cells: the peer's mean ± s.e. (median) [quartiles], ours' mean (median), and which of
-    ours' two is within the peer's spread: the mean at most one standard error above the
-    peer's mean, the median at most the peer's upper quartile. A heavy-tailed peer's mean can
-    lie above its own upper quartile, so each is held against its own kind."""
+    """Cells: the peer's mean ± s.d. (median) [quartiles], ours' mean (median), and which of
+    ours' two is within the peer's seed-to-seed spread: the mean at most one standard
+    deviation above the peer's mean, the median at most the peer's upper quartile. A
+    heavy-tailed peer's mean can lie above its own upper quartile, so each statistic is held
+    against the spread of its own kind."""
     low, high = np.percentile(peer, [25, 75])
-    error = np.std(peer, ddof=1) / math.sqrt(len(peer))
+    deviation = float(np.std(peer, ddof=1))
     mean, median = float(np.mean(ours)), float(np.median(ours))
     holds = [
         name
-        for name, ok in (("mean", mean <= np.mean(peer) + error), ("median", median <= high))
+        for name, ok in (("mean", mean <= np.mean(peer) + deviation), ("median", median <= high))
         if ok
     ]
     return [
-        f"{mean_se(peer)} ({np.median(peer):.4g}) [{low:.4g}–{high:.4g}]",
+        f"{np.mean(peer):.4g} ± {deviation:.2g} ({np.median(peer):.4g}) [{low:.4g}–{high:.4g}]",
         f"{mean:.4g} ({median:.4g})",
         " and ".join(holds) or "neither",
     ]
