@@ -3,8 +3,9 @@ each started from its own first 10 trials and from the other's.
 
 On ``Hartmann6+ball`` (``benchmarks/multi_objective.py``) a run either finds Hartmann6's global
 basin or ends on the ball's edge near its local one (feasible regret 0.136). Each optimizer
-draws its 10 initial trials at random with its own generator, so two optimizers with the same
-seed start from different points. This swaps them: every seed runs each optimizer from
+draws its 10 initial trials with its own generator (foldwise's GP, with one objective over a
+box, from a scrambled Sobol sequence of its seed; Optuna at random), so two optimizers with
+the same seed start from different points. This swaps them: every seed runs each optimizer from
 foldwise's first 10 trials and from Optuna's (replayed to foldwise as history, enqueued to
 Optuna), then 90 more of its own. foldwise's random draws are seeded by its seed and the
 history, so a swapped design also changes its later draws; a control row runs foldwise from its

@@ -66,12 +66,13 @@ scalarised GP only (EHVI's per-objective GPs, :mod:`optimizers.gp_front`, keep t
 One objective over a box also starts from a scrambled Sobol design and fits its length-scales
 under BoTorch's dimension-scaled prior (Hvarfner et al., ICML 2024), as Ax does. Under
 Optuna's prior, which pulls each length-scale towards 1, and after a random design, half the
-seeds on Hartmann6 found and refined only its second basin (regret 0.12), and on Ackley about
-a third ended on its outer plateau. With both, every synthetic problem's median regret is
-within the best peer's interquartile range (docs/optimizers.md, "Latest results"); alone,
-neither was: Sobol cost the mixed problem its 20-seed median, the prior Levy its mean.
-Several objectives and spaces of categories keep the random design and Optuna's prior until
-measured.
+seeds on Hartmann6 found and refined only its second basin (regret 0.12), and on Ackley
+fewer than half ended below 5. With both, on every synthetic problem the GP's median regret is
+at most the best peer's upper quartile and its mean at most one of the peer's seed-to-seed
+standard deviations above the peer's (docs/optimizers.md, "Latest results"); alone, neither
+was: with Sobol alone Hartmann6's 20-seed median stayed in the second basin, with the prior
+alone Levy's mean rose beyond Ax's spread. Several objectives and spaces of categories keep
+the random design and Optuna's prior until measured.
 
 EI's incumbent is the best *predicted* loss among the results, not the best observed one: with
 fold noise a lucky mean is not a target the model believes can be beaten. The hyperparameters

@@ -81,7 +81,7 @@ def test_gp_on_branin(tmp_path: Path) -> None:
         assert observation.value == result.metrics["value"]
         assert observation.std_error == result.metrics["value_std_error"]
 
-    # trials in suggestion order: the model's picks beat the random initial design
+    # trials in suggestion order: the model's picks beat the initial design
     values = [told[r.metrics["trial_id"]].value for r in results]
     by_start = [v for _, v in sorted(zip(_started(results), values, strict=True))]
     assert min(by_start[6:]) < min(by_start[:6])
