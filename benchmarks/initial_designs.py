@@ -58,7 +58,7 @@ def observe(problem: Problem, config: dict[str, Any]) -> Observation:
 def foldwise_run(
     problem: Problem, seed: int, design: Design | None, budget: int
 ) -> list[Observation]:
-    """foldwise's GP, one trial at a time, from ``design`` (None: its own random trials)."""
+    """foldwise's GP, one trial at a time, from ``design`` (None: its own initial design)."""
     space = TypeAdapter(dict[str, Param]).validate_python(problem.space)
     optimizer = create_optimizer("gp", space, seed=seed, budget=budget)
     history = [observe(problem, config) for config in design or []]

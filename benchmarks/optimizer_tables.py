@@ -181,9 +181,10 @@ def against_spread(ours: np.ndarray, peer: np.ndarray) -> list[str]:
     deviation above the peer's mean, the median at most the peer's upper quartile. A
     heavy-tailed peer's mean can lie above its own upper quartile, so each statistic is held
     against the spread of its own kind."""
-    low, high = np.percentile(peer, [25, 75])
-    deviation = float(np.std(peer, ddof=1))
-    mean, median = float(np.mean(ours)), float(np.median(ours))
+    with np.errstate(invalid="ignore"):  # a run with no feasible point has regret inf
+        low, high = np.percentile(peer, [25, 75])
+        deviation = float(np.std(peer, ddof=1)) if np.isfinite(peer).all() else math.inf
+        mean, median = float(np.mean(ours)), float(np.median(ours))
     holds = [
         name
         for name, ok in (("mean", mean <= np.mean(peer) + deviation), ("median", median <= high))

@@ -1,6 +1,8 @@
 import json
+import math
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -8,7 +10,12 @@ import pytest
 
 from benchmarks.optimizer_peers import PEERS, run_peer
 from benchmarks.optimizer_results import ResultStore, Run
-from benchmarks.optimizer_tables import print_quality, ratio_interval, worse_by_rank
+from benchmarks.optimizer_tables import (
+    against_spread,
+    print_quality,
+    ratio_interval,
+    worse_by_rank,
+)
 from benchmarks.optimizers import method_options, parse_space, problems, run_ours
 from foldwise.optimizers import create_optimizer
 from foldwise.optimizers.random_search import RandomOptimizer
@@ -105,6 +112,10 @@ def test_the_mean_and_the_median_are_held_against_the_best_peers_spread(capsys):
     assert "| 0.3 (0) | mean and median |" in table(split, tailed)
     assert "| 0.3 (0.3) | mean |" in table([0.3] * 10, tailed)
     assert "| 3.2 (3.2) | neither |" in table([3.2] * 10, tailed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a peer's run without a feasible point: regret inf
+        cells = against_spread(np.array(split), np.array([*steady[:9], math.inf]))
+    assert cells == ["inf ± inf (0.2) [0.2–0.2]", "0.3 (0)", "mean and median"]
 
 
 def test_the_verdict_takes_the_side_of_the_ranks_not_of_a_few_far_off_seeds():

@@ -79,17 +79,20 @@ def test_one_objective_over_a_box_starts_from_a_sobol_design() -> None:
 
 def test_no_standard_error_and_a_zero_one_are_the_same_information() -> None:
     """A trial that reports no standard error (the Ray Tune searcher's, a task without folds)
-    is modelled as exact, as one that reports 0: the same suggestions either way."""
+    is modelled as exact, as one that reports 0: the same model and the same suggestions,
+    seeded draws included; a standard error that is given is heard as noise."""
     configs = [{"x": 0.1 * i, "y": (0.37 * i) % 1.0} for i in range(1, 13)]
 
-    def suggestions(std_error: float | None) -> list[dict[str, float]]:
+    def told(std_error: float | None) -> GPOptimizer:
         optimizer = GPOptimizer(PLANE, seed=3)
         history = [Observation(c, (c["x"] - 0.4) ** 2 + c["y"], std_error) for c in configs]
         optimizer.update(history, [])
-        return optimizer.suggest(2)
+        return optimizer
 
-    assert suggestions(None) == suggestions(0.0)
-    assert suggestions(None) != suggestions(0.3)  # the standard error is heard when given
+    nothing, zero, some = told(None), told(0.0), told(0.3)
+    assert nothing.suggest(2) == zero.suggest(2)
+    assert not nothing._targets()[1].any() and not zero._targets()[1].any()
+    assert (some._targets()[1] > 0).all()
 
 
 def test_maximised_values_are_negated_and_fold_noise_is_scaled() -> None:
@@ -241,7 +244,7 @@ def test_one_objective_over_a_box_has_defaults_of_its_own() -> None:
         "worst",
         *OTHERWISE[1:],
     )
-    for option in ("prior", "initial"):
+    for option in ("prior", "initial", "multi_objective"):
         with pytest.raises(OptionError, match=option):
             GPOptimizer(PLANE, **{option: ""})
     assert (
