@@ -116,9 +116,9 @@ def test_a_failed_trial_run_again_is_told_anew() -> None:
 
 def test_failures_steer_the_gp_away_from_their_region() -> None:
     """A failed region, told as failures rather than dropped, is left by the GP. (How close
-    it then comes to the best value at the region's edge depends on the seed: with four
-    initial trials of which one succeeds, some seeds stay by that one trial; see
-    "Failures" in docs/optimizers.md.)"""
+    it then comes to the best value at the region's edge depends on the initial design: with
+    four random trials of which one succeeds, some seeds stay by that one trial; the default
+    Sobol design spreads them; see "Failures" in docs/optimizers.md.)"""
     space = {"x": tune.uniform(0.0, 1.0)}
     search = FoldwiseSearch("gp", space, "loss", "min", options={"n_initial": 4})
     for i in range(14):
