@@ -16,7 +16,9 @@ last quarter of a budget of 100 or more), ``gp-xi0`` the GP without EI's explora
 ``gp-xihalf`` the GP told half the study's budget (with one or two objectives the budget sets
 nothing else in the GP than the trials over which that margin anneals to 0, so this is the
 margin annealed over the first half; with three, told less than 100, it also keeps ParEGO
-throughout). These variants run only when ``--methods`` names them.
+throughout), ``gp-box`` the GP with the Sobol design and BoTorch's length-scale prior it takes
+by default for one objective over a box (``initial: sobol``, ``prior: dimension-scaled``),
+here for several objectives too. These variants run only when ``--methods`` names them.
 Each run is sequential (one trial at a time) and measured after 50 and ``--budget``
 evaluations: the hypervolume of its feasible points from the reference point (higher is
 better) or the feasible regret (lower is better). Tables: mean ± standard error over seeds,
@@ -94,6 +96,7 @@ GP_VARIANTS = {
     "gp-ehvi": {"multi_objective": "ehvi"},
     "gp-xi0": {"xi": 0.0},
     "gp-xihalf": {},
+    "gp-box": {"initial": "sobol", "prior": "dimension-scaled"},
 }
 """The GP with options other than its defaults, by method name."""
 TOLD_BUDGET_SHARE = {"gp-xihalf": 0.5}
