@@ -184,14 +184,14 @@ def against_spread(ours: np.ndarray, peer: np.ndarray) -> list[str]:
     with np.errstate(invalid="ignore"):  # a run with no feasible point has regret inf
         low, high = np.percentile(peer, [25, 75])
         deviation = float(np.std(peer, ddof=1)) if np.isfinite(peer).all() else math.inf
-        mean, median = float(np.mean(ours)), float(np.median(ours))
+        mean, median, peer_mean = float(np.mean(ours)), float(np.median(ours)), np.mean(peer)
     holds = [
         name
-        for name, ok in (("mean", mean <= np.mean(peer) + deviation), ("median", median <= high))
+        for name, ok in (("mean", mean <= peer_mean + deviation), ("median", median <= high))
         if ok
     ]
     return [
-        f"{np.mean(peer):.4g} ± {deviation:.2g} ({np.median(peer):.4g}) [{low:.4g}–{high:.4g}]",
+        f"{peer_mean:.4g} ± {deviation:.2g} ({np.median(peer):.4g}) [{low:.4g}–{high:.4g}]",
         f"{mean:.4g} ({median:.4g})",
         " and ".join(holds) or "neither",
     ]

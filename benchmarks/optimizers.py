@@ -2,7 +2,7 @@
 
 Prints markdown tables: mean final regret ± standard error over seeds, mean rank, foldwise's
 first method against the best peer on each problem (paired over seeds, and its mean and median
-against that peer's quartiles), trials in flight
+against that peer's spread), trials in flight
 against one at a time, seconds per suggestion; suggestion time against the number of
 observations with trials pending; and the fold-noise check (the GP told each trial's fold
 standard error, against the same GP told that means are exact). Every run is stored in
