@@ -23,6 +23,9 @@ MAX_MINUTES = 525_600.0
 """A study's ``budget.max_minutes``: one year."""
 MAX_FOLD_TIMEOUT_S = 7 * 24 * 3600.0
 """A fold run's ``trainer.fold_timeout``: one week."""
+MIN_FOLD_TIMEOUT_S = 5.0
+"""The shortest ``trainer.fold_timeout``: a fold run's workers start and its first epoch
+reports in less only on a warm, idle machine, so a shorter one would fail every trial."""
 DEFAULT_FOLD_TIMEOUT_S = 3600.0
 """A fold run with no epoch left to report after an hour is treated as hung."""
 DEFAULT_CHECK_TIMEOUT_S = 600.0

@@ -43,6 +43,7 @@ from foldwise.limits import (
     MAX_WARM_START_STUDIES,
     METRIC_NAME,
     MIN_CPUS_PER_WORKER,
+    MIN_FOLD_TIMEOUT_S,
     MIN_GPU_FRACTION,
     TASK_NAME,
 )
@@ -223,7 +224,9 @@ class TrainerSpec(StrictModel):
         DEFAULT_FOLD_TIMEOUT_S,
         gt=0,
         le=MAX_FOLD_TIMEOUT_S,
-        description="Seconds a fold run may take in all; a longer one fails as hung",
+        description=f"Seconds a fold run may take in all (at least {MIN_FOLD_TIMEOUT_S:g}); a "
+        "longer one fails as hung",
+        json_schema_extra={"minimum": MIN_FOLD_TIMEOUT_S},
     )
     precision: Literal["32", "bf16", "fp16"] = Field(
         "32",
@@ -251,6 +254,18 @@ class TrainerSpec(StrictModel):
         description="Validation batch per rank (built-in loop, Lightning)",
     )
     options: Options = Field(default_factory=dict, description="Passed to the task as-is")
+
+    @field_validator("fold_timeout")
+    @classmethod
+    def _runnable_timeout(cls, seconds: float, info: ValidationInfo) -> float:
+        """A fold cannot start and report within less than ``MIN_FOLD_TIMEOUT_S`` (a spec
+        stored before this check keeps its value)."""
+        if seconds < MIN_FOLD_TIMEOUT_S and not (info.context or {}).get(STORED):
+            raise ValueError(
+                f"a fold run needs at least {MIN_FOLD_TIMEOUT_S:g} s to start its workers and "
+                "report an epoch"
+            )
+        return seconds
 
     @field_validator("precision", mode="before")
     @classmethod

@@ -85,6 +85,9 @@ class TaskProfile:
     rebuilds_models: bool = False
     """A saved model of the task can be rebuilt (``build_model`` or ``build_module``), to
     predict with it: what a hold-out score needs."""
+    option_problems: tuple[tuple[str, str], ...] = ()
+    """What the task's ``check_options(options)`` found wrong with the study's
+    ``trainer.options``: (option, why) pairs, refused at submit."""
 
     FLAGS = ("own_loaders", "test_data", "rebuilds_models")
 
@@ -100,6 +103,7 @@ class TaskProfile:
                 "loop": self.loop.value,
                 "metrics": list(self.declared_metrics),
                 **{flag: getattr(self, flag) for flag in self.FLAGS},
+                "option_problems": [list(pair) for pair in self.option_problems],
             }
         )
 
@@ -110,13 +114,22 @@ class TaskProfile:
         data = json.loads(text)
         kind, loop, metrics = data["kind"], Loop(data["loop"]), data["metrics"]
         flags = {flag: data.get(flag, False) for flag in cls.FLAGS}
+        problems = data.get("option_problems", [])
         if (
             kind not in KINDS
             or not all(isinstance(m, str) and m.isidentifier() for m in metrics)
             or not all(isinstance(value, bool) for value in flags.values())
+            or not isinstance(problems, list)
+            or not all(_text_pair(pair) for pair in problems)
         ):
             raise ValueError(f"not a task profile: {text[:200]}")
-        return cls(KINDS[KINDS.index(kind)], loop, tuple(str(m) for m in metrics), **flags)
+        return cls(
+            KINDS[KINDS.index(kind)],
+            loop,
+            tuple(str(m) for m in metrics),
+            **flags,
+            option_problems=tuple((str(a), str(b)) for a, b in problems),
+        )
 
 
 class Task:
@@ -147,7 +160,22 @@ class Task:
             own_loaders=self.own_loaders,
             test_data=self.gives_test_data(options or {}),
             rebuilds_models=self.model_builder() is not None,
+            option_problems=self.option_problems(options or {}),
         )
+
+    def option_problems(self, options: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+        """What the task's optional ``check_options(options)`` (a mapping of option name to
+        why it cannot be used) finds wrong with ``trainer.options``, as plain strings."""
+        check = self.hook("check_options")
+        if check is None:
+            return ()
+        found = check(options) or {}
+        if not isinstance(found, dict):
+            raise TaskNotFound(
+                f"task {self.name!r}: check_options must return a dict of option name to "
+                f"problem, got {type(found).__name__}"
+            )
+        return tuple((str(name), str(why)) for name, why in found.items())
 
     def gives_test_data(self, options: dict[str, Any]) -> bool:
         if self.hook("load_test_data") is None:
@@ -241,6 +269,12 @@ def _declared_metrics(name: str, obj: Any, loop: Loop) -> list[str]:
             raise TaskNotFound(f"task {name!r}: foldwise measures {metric!r} itself")
         metrics.append(str(metric))
     return list(dict.fromkeys(metrics))
+
+
+def _text_pair(pair: Any) -> bool:
+    return (
+        isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)
+    )
 
 
 def _positional_count(func: Callable[..., Any]) -> int:

@@ -64,6 +64,9 @@ def check_runnable(
     except TaskNotFound as exc:
         message = f"{exc}; {task_choices(task_modules)}"
         raise invalid_field(("trainer", "task"), message, name) from exc
+    for option, why in profile.option_problems:
+        value = spec.trainer.options.get(option)
+        raise invalid_field(("trainer", "options", option), why, value)
     reports = f"task {name!r} ({profile.kind}) reports {', '.join(profile.declared_metrics)}"
     several = spec.objectives is not None
     for i, objective in enumerate(spec.all_objectives):

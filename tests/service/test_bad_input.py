@@ -207,6 +207,8 @@ def test_repeated_keys_are_refused_in_every_json_body(api: TestClient) -> None:
         (("space", "lr", "high"), 1e300),
         (("budget", "max_minutes"), 1e12),
         (("trainer", "fold_timeout"), 1e9),
+        (("trainer", "fold_timeout"), 1e-9),
+        (("trainer", "fold_timeout"), 4.9),
         (("resources", "cpus_per_worker"), 64_000),
         (("resources", "gpus_per_worker"), 1.5),
         (("parallel", "workers_per_fold"), 10**6),
@@ -219,6 +221,22 @@ def test_numbers_out_of_range_or_of_the_wrong_type_are_refused(
     api: TestClient, field: tuple[str, ...], value: Any
 ) -> None:
     _assert_refused(api.post("/studies", json=_with(field, value)), list(field), api)
+
+
+@pytest.mark.parametrize("fraction", [1.5, -0.5, 0.999, 1, "x", True, [0.2]])
+def test_a_test_fraction_that_cannot_run_is_refused_at_the_option(
+    api: TestClient, fraction: Any
+) -> None:
+    """The built-in digits tasks check ``trainer.options`` at submit (``check_options``): a
+    fraction that keeps no test data, or leaves no training data, would fail every trial."""
+    spec = _with(("trainer", "options", "test_fraction"), fraction)
+    spec["holdout"] = {"score": "ensemble"}
+    response = api.post("/studies", json=spec)
+    _assert_refused(response, ["trainer", "options", "test_fraction"], api)
+    assert "test_fraction must" in response.json()["detail"][0]["msg"]
+    accepted = _with(("trainer", "options", "test_fraction"), 0.25)
+    accepted["holdout"] = {"score": "ensemble"}
+    assert api.post("/studies", json=accepted).status_code == 201
 
 
 def test_deep_nesting_is_refused_at_its_depth(api: TestClient) -> None:

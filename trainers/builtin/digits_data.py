@@ -33,9 +33,35 @@ def load_digits_images(
     return (X / 16.0).reshape(-1, 1, 8, 8).astype(np.float32), y
 
 
+SAMPLES, CLASSES = 1797, 10
+MIN_TRAINING_SAMPLES = 100
+"""What ``test_fraction`` must leave for training: ten a class, enough for ten stratified folds."""
+
+
 def has_test_data(options: dict[str, Any]) -> bool:
     """Whether ``options`` keep test data aside (``test_fraction``)."""
     return bool(options.get("test_fraction"))
+
+
+def check_options(options: dict[str, Any]) -> dict[str, str]:
+    """What is wrong with ``options`` for the digits tasks, by option (empty: nothing): a
+    ``test_fraction`` must be a number that keeps a sample of every class aside and leaves
+    ``MIN_TRAINING_SAMPLES`` to train on."""
+    fraction = options.get("test_fraction")
+    if fraction is None:
+        return {}
+    low, high = CLASSES / SAMPLES, 1 - MIN_TRAINING_SAMPLES / SAMPLES
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+        return {"test_fraction": f"test_fraction must be a number, got {fraction!r}"}
+    if fraction == 0:
+        return {}
+    if not low <= fraction <= high:
+        return {
+            "test_fraction": f"test_fraction must keep at least {CLASSES} of the {SAMPLES} "
+            f"digits aside and leave {MIN_TRAINING_SAMPLES} to train on: between {low:.4f} "
+            f"and {high:.4f}, got {fraction!r}"
+        }
+    return {}
 
 
 def _digits(options: dict[str, Any], *, test: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -15,7 +15,8 @@ from typing import Any
 
 from torch import nn
 
-from foldwise.trainers.builtin.digits_data import has_test_data as has_test_data  # test_fraction
+from foldwise.trainers.builtin.digits_data import check_options as check_options  # test_fraction
+from foldwise.trainers.builtin.digits_data import has_test_data as has_test_data
 from foldwise.trainers.builtin.digits_data import load_digits_images
 from foldwise.trainers.builtin.nas_mlp import activation, layer_choice
 
