@@ -227,9 +227,19 @@ def study_details(study: schemas.Study) -> Table:
         rows.append(("hold-out", f"trial {study.holdout.trial}: {holdout_text(study.holdout)}"))
     if study.error:
         rows.append(("error", Text(study.error, style="red")))
+    for warning in study.warnings:
+        rows.append(("warning", warning_text(warning)))
     for key, value in rows:
         grid.add_row(key, value)
     return grid
+
+
+def warning_text(warning: schemas.StudyWarning) -> Text:
+    """A study's warning in yellow, with the trials it concerns: ``... (trials 0, 3, 4)``."""
+    named = ", ".join(map(str, warning.trials[:10]))
+    more = f" and {len(warning.trials) - 10} more" if len(warning.trials) > 10 else ""
+    where = f" (trial{'s' if len(warning.trials) > 1 else ''} {named}{more})" if named else ""
+    return Text(f"{warning.message}{where}", style="yellow")
 
 
 def progress_text(progress: schemas.Progress) -> str:

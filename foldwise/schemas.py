@@ -213,6 +213,25 @@ class Holdout(_Out):
     )
 
 
+class StudyWarning(_Out):
+    """Something the study's fold runs knew was suspect about what they reported, once per
+    distinct message: a metric computed over one rank's share of a fold, validation read
+    through the training transforms, what Lightning or the task's own code warned of."""
+
+    kind: str = Field(
+        ...,
+        description="partial_metric | augmented_validation | validation_samples | lightning "
+        "| task",
+    )
+    message: PlainText
+    trials: list[int] = Field(
+        default_factory=list, description="The trials whose fold runs said it (the first 100)"
+    )
+    runs: int = Field(..., description="How many fold runs said it")
+    first_seen: datetime
+    last_seen: datetime
+
+
 class Study(_Out):
     id: int
     name: str
@@ -243,6 +262,11 @@ class Study(_Out):
     )
     holdout: Holdout | None = Field(
         None, description="Its score on the task's test data, once asked for, or null"
+    )
+    warnings: list[StudyWarning] = Field(
+        default_factory=list,
+        description="What its fold runs knew was suspect about their results, each once, "
+        "with the trials it concerns",
     )
 
 

@@ -207,11 +207,18 @@ class TrainerSpec(StrictModel):
         le=1_000_000,
         description="Batch per DDP rank; the global batch is this times N_W",
     )
-    lr_scaling: Literal["linear", "sqrt", "none"] = Field(
-        "linear", description="How the learning rate grows with the number of ranks"
+    lr_scaling: Literal["linear", "sqrt", "none"] | None = Field(
+        None,
+        description="How the learning rate grows with the number of ranks. Left out: linear "
+        "for the built-in loop and Lightning, none for an own train_fold (it trains at the "
+        "rates it wrote); the stored spec says which",
     )
-    warmup_epochs: int = Field(
-        1, ge=0, le=100_000, description="Epochs of gradual warm-up to the scaled rate"
+    warmup_epochs: int | None = Field(
+        None,
+        ge=0,
+        le=100_000,
+        description="Epochs of gradual warm-up to the scaled rate. Left out: 1 for the "
+        "built-in loop and Lightning, 0 for an own train_fold",
     )
     retries: int = Field(1, ge=0, le=10, description="Relaunches of a fold whose workers died")
     checkpoint_every: int = Field(

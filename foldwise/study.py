@@ -110,6 +110,12 @@ class Study:
         return None if best is None else StudyTrial.of(self, best)
 
     @property
+    def warnings(self) -> list[schemas.StudyWarning]:
+        """What the study's fold runs knew was suspect about their results (read fresh): each
+        warning once, with the trials it concerns (``kind``, ``message``, ``trials``)."""
+        return self.refresh().data.warnings
+
+    @property
     def pareto_front(self) -> list[StudyTrial]:
         """The trials no other feasible completed trial beats on every objective, and that
         respect every constraint (read fresh), in trial order; with one objective, the best

@@ -38,6 +38,7 @@ SHARING_FILES = frozenset(
         "tests/service/test_lifecycle_live.py",
         "tests/service/test_racing_live.py",
         "tests/service/test_scheduler_live.py",
+        "tests/service/test_study_warnings_live.py",
         "tests/test_end_to_end.py",
     }
 )

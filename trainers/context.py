@@ -6,16 +6,17 @@ data-parallel practice as helpers so an own loop need not rewrite it. A complete
 
     def train_fold(ctx):
         model = ctx.prepare_model(Net(ctx.params))              # device, same weights, DDP
-        opt = torch.optim.AdamW(model.parameters(), lr=ctx.params["lr"] * ctx.lr_scale)
+        opt = torch.optim.AdamW(model.parameters(), lr=ctx.params["lr"])
         train = ctx.prepare_loader(ctx.train_dataset, ctx.batch_size, shuffle=True)
         val = ctx.prepare_eval_loader(ctx.val_dataset, 256)
         for epoch in range(ctx.start_epoch, ctx.epochs):
-            for x, y in train:
+            for step, (x, y) in enumerate(train):
                 opt.zero_grad()
                 loss_fn(model(x.to(ctx.device)), y.to(ctx.device)).backward()
-                opt.step()
-            correct, seen = evaluate(model, val)                  # this rank's share
-            ctx.report(epoch, val_accuracy=ctx.sum(correct) / ctx.sum(seen))
+                ctx.optimizer_step(opt, epoch, step, len(train))  # the study's lr scaling
+            scores, labels = predict(model, val)                  # this rank's share
+            auroc = roc_auc_score(ctx.gather(labels), ctx.gather(scores))  # the whole fold
+            ctx.report(epoch, val_auroc=auroc)
             ctx.save_model(model)
             if ctx.should_stop():                                 # racing, pruning, patience
                 break
@@ -23,6 +24,7 @@ data-parallel practice as helpers so an own loop need not rewrite it. A complete
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -35,7 +37,8 @@ from foldwise.trainers.ddp import release_models, wrap_model
 from foldwise.trainers.fold_channel import FoldChannel
 from foldwise.trainers.fold_data import EvalShardSampler, TaskData, array_batches, train_sampler
 from foldwise.trainers.job import FoldJob
-from foldwise.trainers.lr_schedule import lr_factor, scale_factor, step_scaled
+from foldwise.trainers.lr_schedule import step_scaled
+from foldwise.trainers.report import WarningKind
 from foldwise.trainers.splits import fold_indices
 from foldwise.trainers.task import Task
 
@@ -53,6 +56,9 @@ class FoldContext:
     task object the user wrote). ``refit``: this run trains the trial's params on all the
     training data (``fold`` is None) and validates on the same data (the test data is scored
     once, after it, by foldwise: nothing the run sees of it could choose anything).
+    ``rank_seed``: the seed torch, numpy and ``random`` were given on this rank before the
+    fold function began (its own on every rank, and the same on a rerun). ``lr_scaling`` and
+    ``warmup_epochs``: the study's, or the loop's default where it left them open.
     """
 
     def __init__(
@@ -79,6 +85,9 @@ class FoldContext:
         self.is_chief = rank == 0
         self.device = device
         self.epochs, self.batch_size = job.epochs, job.batch_size
+        self.rank_seed = job.rank_seed(rank)
+        self._rates = channel.rates
+        self.lr_scaling, self.warmup_epochs = self._rates.scaling, self._rates.warmup_epochs
         self.start_epoch = 0
         self._restored: Any = None
         self._wrapped: list[nn.Module] = []
@@ -123,31 +132,31 @@ class FoldContext:
 
     def prepare_eval_loader(self, dataset: Dataset, batch_size: int, **options: Any) -> DataLoader:
         """A DataLoader over this rank's share of ``dataset`` for evaluation: the ranks
-        together read every sample exactly once (sum what they count with ``ctx.sum``)."""
-        sampler = EvalShardSampler(
+        together read every sample exactly once (sum what they count with ``ctx.sum``, or
+        ``ctx.gather`` what a metric of the whole fold needs), in the same number of batches
+        on every rank where the data allows it."""
+        sampler = self.eval_sampler(dataset, batch_size)
+        return self._loader(dataset, batch_size, sampler, options)
+
+    def eval_sampler(self, dataset: Dataset, batch_size: int | None = None) -> EvalShardSampler:
+        """The sampler of ``prepare_eval_loader``: this rank's share of ``dataset``."""
+        return EvalShardSampler(
             len(dataset),  # type: ignore[arg-type]
             rank=self.rank,
             world_size=self.world_size,
+            batch_size=batch_size,
         )
-        return self._loader(dataset, batch_size, sampler, options)
 
     @property
     def lr_scale(self) -> float:
-        """What the study's ``trainer.lr_scaling`` multiplies the single-process rate by."""
-        return scale_factor(self.world_size, self.trainer.lr_scaling)
+        """What the study's ``lr_scaling`` multiplies the single-process rate by."""
+        return self._rates.scale
 
     def lr_factor(self, epoch: int, step: int, steps_per_epoch: int) -> float:
         """The multiplier of the single-process learning rate at optimizer ``step`` of
         ``epoch`` (both from 0): ``lr_scale`` reached by a linear warm-up over
-        ``trainer.warmup_epochs``."""
-        return lr_factor(
-            world_size=self.world_size,
-            scaling=self.trainer.lr_scaling,
-            warmup_epochs=self.trainer.warmup_epochs,
-            epoch=epoch,
-            step=step,
-            steps_per_epoch=steps_per_epoch,
-        )
+        ``warmup_epochs``."""
+        return self._rates.factor(epoch, step, steps_per_epoch)
 
     def optimizer_step(
         self,
@@ -178,6 +187,29 @@ class FoldContext:
         """The ``weight``-weighted mean of a number over the ranks; every rank calls it."""
         total, weights = self.sum([float(value) * weight, float(weight)])
         return total / weights if weights else float("nan")
+
+    def gather(self, value: Any) -> Any:
+        """``value`` of every rank, joined in rank order, on every rank (a collective: every
+        rank calls it). Tensors and numpy arrays are concatenated along their first dimension
+        (each rank's may have its own length; a 0-d one is stacked), lists and tuples into one
+        list, anything else (a number, a dict) is a list of each rank's. What a metric of the
+        whole fold needs, computed by any library::
+
+            preds, labels = predict(model, ctx.prepare_eval_loader(ctx.val_dataset, 256))
+            auroc = roc_auc_score(ctx.gather(labels), ctx.gather(preds))
+        """
+        if self.world_size == 1:
+            parts = [value]
+        else:
+            parts = [None] * self.world_size
+            sent = value.detach().cpu() if torch.is_tensor(value) else value
+            dist.all_gather_object(parts, sent)
+        return _joined(parts, value)
+
+    def warn(self, message: str) -> None:
+        """Tell the user ``message`` as a warning of the study (shown once, with the trials
+        whose fold runs said it): something this run knows is suspect about its results."""
+        self._channel.warn(WarningKind.TASK, " ".join(str(message).split())[:500])
 
     # -- reporting ----------------------------------------------------------------------------
 
@@ -220,6 +252,12 @@ class FoldContext:
         self._restored = state
         self.start_epoch = self._channel.last_epoch
 
+    def scale_every_step(self, factor: Any) -> None:
+        """Every optimizer step this fold's thread takes from now on is taken at ``factor()``
+        times the rates the optimizer holds (put back right after the step): for loops that
+        foldwise drives around the user's optimizers (Lightning)."""
+        self._channel.steps.factor = factor
+
     def release(self) -> None:
         """Free the DDP wrappers this context made, before the process group goes."""
         release_models(self._wrapped)
@@ -247,6 +285,18 @@ class FoldContext:
         return _EpochLoader(
             self, sampler, dataset, batch_size=batch_size, sampler=sampler, **options
         )
+
+
+def _joined(parts: list[Any], value: Any) -> Any:
+    """Every rank's ``value`` as one: see ``FoldContext.gather``."""
+    if torch.is_tensor(value):
+        joined = torch.stack(parts) if value.dim() == 0 else torch.cat(parts)
+        return joined.to(value.device)
+    if isinstance(value, np.ndarray):
+        return np.stack(parts) if value.ndim == 0 else np.concatenate(parts)
+    if isinstance(value, list | tuple):
+        return list(itertools.chain.from_iterable(parts))
+    return parts
 
 
 class _EpochLoader(DataLoader):

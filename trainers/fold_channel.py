@@ -5,6 +5,13 @@
 (``trainers.rank_exchange``): they check they are at the same epoch, learn whether the run was
 asked to stop or early stopping fired, and average what foldwise measured. Rank 0 puts its
 reports, checkpoints and model on the ``outbox``, which the fold runner streams to its caller.
+
+The channel also watches what the run reports for what it knows is suspect, and says so once
+per run as a ``FoldWarning``: a metric that differs across the ranks (computed over one rank's
+share of the fold), and what the fold function or foldwise's loops said with ``warn``. Each
+epoch's report carries the learning rate its last optimizer step used (``RATE_METRIC``); a
+study that asks for lr scaling or warm-up a fold function never applied fails at its first
+report (``lr_schedule.RatePlan``).
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import io
 import math
 import queue
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -30,14 +38,19 @@ from foldwise.trainers.fold_errors import (
     TrainingDiverged,
 )
 from foldwise.trainers.job import FoldJob
+from foldwise.trainers.lr_schedule import RatePlan
 from foldwise.trainers.monitor import ResourceMonitor
 from foldwise.trainers.objective import EarlyStopping, SmoothedStopping, improved, make_stopper
+from foldwise.trainers.optimizer_steps import StepWatch
 from foldwise.trainers.rank_exchange import RankExchange
 from foldwise.trainers.report import (
+    RATE_METRIC,
     RESERVED_METRICS,
     ArtifactKind,
     EpochReport,
+    FoldWarning,
     SavedArtifact,
+    WarningKind,
 )
 from foldwise.trainers.task import BUILTIN_TASKS
 
@@ -45,6 +58,11 @@ RETURN_GRACE_S = 60.0
 """How long a rank whose fold function returned waits for the others to return too (or a
 quarter of ``trainer.fold_timeout``, when shorter): they report the same epochs, so only what
 follows their last report is left to them."""
+SAME_ON_EVERY_RANK = 1e-9
+"""Relative difference below which a metric's values on the ranks are the same number (a sum
+over the ranks is the same on each; only a rank's own share differs by more)."""
+_TIMING = re.compile(r"(seconds|_time|_secs?)$")
+"""Metrics named as timings: each rank measures its own, and they differ without being wrong."""
 
 
 @dataclass(frozen=True)
@@ -67,9 +85,14 @@ class FoldChannel:
         outbox: queue.Queue,
         monitor: ResourceMonitor | None = None,
         stop_requested: Callable[[], bool] | None = None,
+        rates: RatePlan | None = None,
     ) -> None:
         self.job, self.rank, self.exchange, self.outbox = job, rank, exchange, outbox
         self.monitor = monitor
+        self.rates = rates or job.rate_plan(own_loop=True)
+        """The run's learning-rate scaling and warm-up, and what the fold function read."""
+        self.steps = StepWatch()
+        """The fold thread's optimizer steps (the fold runner enters it on that thread)."""
         self.model_params: int | None = None
         """Trainable parameters of the model the fold function prepared, once it has."""
         self.stop_requested = stop_requested or (lambda: False)
@@ -86,6 +109,10 @@ class FoldChannel:
         self._epoch_began_wall = time.time()
         self._phase = "starting"
         self._phase_since = time.monotonic()
+        self._warned: set[tuple[str, str]] = set()
+        self._unsent: list[tuple[str, str]] = []
+        self._rates_checked = False
+        self._partial_seen = False
 
     # -- what a fold function calls (through FoldContext) -------------------------------------
 
@@ -97,6 +124,9 @@ class FoldChannel:
             raise FoldStopped(f"the fold was told to stop after epoch {self.last_epoch}")
         number = _epoch_number(epoch)
         values, problem = self._check(number, metrics)
+        if problem is None and not self._rates_checked and self.steps.steps:
+            self._rates_checked = True
+            problem = self.rates.unapplied()
         early = False
         if problem is None and self.rank == 0 and self._stopper is not None:
             early = self._stopper.should_stop(values[self.job.objective.metric])
@@ -110,14 +140,20 @@ class FoldChannel:
             "usage": usage,
             "seconds": time.perf_counter() - self._epoch_began,
             "began": self._epoch_began_wall,
+            "values": values,
+            "rate": self.steps.take_rate(),
+            "warnings": self._take_unsent(),
         }
         peers = self._exchange(payload, f"waiting in ctx.report(epoch={number - 1})")
         self._check_peers(peers)
+        self._forward_warnings(peers)
         asked = any(p["stop"] for p in peers)
         self.stop_reason = "asked" if asked else "early" if peers[0]["early"] else None
         self.last_epoch = number
         if self.rank == 0:
             measured = _measured(peers)
+            if peers[0]["rate"] is not None:
+                measured[RATE_METRIC] = peers[0]["rate"]
             record = {**values, **measured}
             if self.model_params is not None:
                 record.setdefault("n_params", float(self.model_params))
@@ -125,6 +161,18 @@ class FoldChannel:
             self.outbox.put(EpochReport(number, record, stopped=asked))
         self._epoch_began, self._epoch_began_wall = time.perf_counter(), time.time()
         self._enter("in train_fold")
+
+    def warn(self, kind: WarningKind, message: str) -> None:
+        """Say ``message`` to the user, once per run: rank 0 sends it at once, another rank
+        with its next report (or its return)."""
+        key = (str(kind), message)
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        if self.rank == 0:
+            self.outbox.put(FoldWarning(WarningKind(kind), message))
+        else:
+            self._unsent.append(key)
 
     def should_stop(self) -> bool:
         """Whether the fold should end now (the same answer on every rank)."""
@@ -200,13 +248,18 @@ class FoldChannel:
     def finish(self) -> None:
         """The fold function returned on this rank: check every rank did so after the same
         epoch, then (rank 0) send the kept model, unless the run was asked to stop."""
-        payload = {"kind": "returned", "epoch": self.last_epoch}
+        payload = {
+            "kind": "returned",
+            "epoch": self.last_epoch,
+            "warnings": self._take_unsent(),
+        }
         self._enter(f"returned after epoch {self.last_epoch}, waiting for the other ranks")
         try:
             peers = self.exchange.exchange(payload, timeout=self._return_grace)
         except PeersLate as late:
             raise RankReturnedAlone(self._returned_alone(late)) from None
         self._check_peers(peers)
+        self._forward_warnings(peers)
         if self.last_epoch == 0:
             raise FoldContractError(
                 "train_fold returned without reporting an epoch: call "
@@ -272,6 +325,37 @@ class FoldChannel:
             min_delta=stopping.min_delta,
         )
 
+    def _take_unsent(self) -> list[tuple[str, str]]:
+        unsent, self._unsent = self._unsent, []
+        return unsent
+
+    def _forward_warnings(self, peers: list[dict[str, Any]]) -> None:
+        """On rank 0: send what the other ranks warned of, and what their reports show (a
+        metric that is not the same number on every rank)."""
+        if self.rank != 0:
+            return
+        for peer in peers[1:]:
+            for kind, message in peer.get("warnings", ()):
+                self.warn(WarningKind(kind), message)
+        if self._partial_seen or peers[0]["kind"] != "report":
+            return
+        differing = _differing_metrics(peers)
+        if differing:
+            self._partial_seen = True
+            self.warn(WarningKind.PARTIAL_METRIC, self._partial_message(differing))
+
+    def _partial_message(self, names: list[str]) -> str:
+        objective = self.job.objective.metric
+        listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        what = f"the objective {listed}" if objective in names else listed
+        verb = "differs" if len(names) == 1 else "differ"
+        return (
+            f"{what} {verb} from rank to rank in the same epoch: each rank computed it over "
+            "its own share of the fold, and foldwise records rank 0's. For a metric of the "
+            "whole fold, sum counts with ctx.sum, compute it from ctx.gather(...), or log it "
+            "with sync_dist=True in Lightning"
+        )
+
     def _enter(self, phase: str) -> None:
         self._phase, self._phase_since = phase, time.monotonic()
 
@@ -323,6 +407,20 @@ class FoldChannel:
                 f"the ranks are at different epochs: {where} (every rank reports every epoch "
                 "and returns after the same one)"
             )
+
+
+def _differing_metrics(peers: list[dict[str, Any]]) -> list[str]:
+    """The metrics (not timings) whose values are not the same number on every rank."""
+    first = peers[0]["values"]
+    differing = []
+    for name, value in first.items():
+        if _TIMING.search(name):
+            continue
+        others = [p["values"].get(name, value) for p in peers[1:]]
+        scale = max(1.0, abs(value))
+        if any(abs(other - value) > SAME_ON_EVERY_RANK * scale for other in others):
+            differing.append(name)
+    return sorted(differing)
 
 
 def _epoch_number(epoch: Any) -> int:

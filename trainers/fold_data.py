@@ -12,14 +12,13 @@ and ``load_fold_ids`` or the dataset's attributes of those names, when the schem
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset, DistributedSampler, Sampler, Subset
+from torch.utils.data import Dataset, DistributedSampler, Subset
 
 from foldwise.trainers.task import Task, TaskNotFound, takes_argument
 
@@ -136,18 +135,49 @@ def load_test_data(task: Task, options: dict[str, Any]) -> TaskData:
     return TaskData(dataset, dataset, np.asarray(targets))
 
 
-class EvalShardSampler(Sampler[int]):
-    """This rank's share of a dataset for evaluation: every ``world_size``-th sample from
-    ``rank``, so the ranks together read each sample exactly once (no padding)."""
+class EvalShardSampler(DistributedSampler):
+    """This rank's share of a dataset for evaluation, in order: the ranks together read each
+    sample exactly once (no padding, nothing dropped), in shares that differ by one sample at
+    most. With ``batch_size``, the shares are cut so that every rank reads the same number of
+    batches of at most that size, where the data allows it (``even``): a collective each
+    batch (a metric synced per step) meets on every rank.
 
-    def __init__(self, size: int, *, rank: int, world_size: int) -> None:
+    A ``DistributedSampler`` so that Lightning takes it for the fold's own and puts none of
+    its own (which pads) in its place."""
+
+    def __init__(
+        self, size: int, *, rank: int, world_size: int, batch_size: int | None = None
+    ) -> None:
         self.size, self.rank, self.world_size = size, rank, world_size
+        self.num_replicas, self.shuffle, self.drop_last, self.epoch = world_size, False, False, 0
+        shares, self.even = eval_shares(size, world_size, batch_size)
+        self.start = sum(shares[:rank])
+        self.stop = self.start + shares[rank]
+        self.num_samples = shares[rank]
+        self.total_size = size
 
     def __iter__(self) -> Iterator[int]:
-        return iter(range(self.rank, self.size, self.world_size))
+        return iter(range(self.start, self.stop))
 
     def __len__(self) -> int:
-        return max(0, math.ceil((self.size - self.rank) / self.world_size))
+        return self.stop - self.start
+
+
+def eval_shares(size: int, world_size: int, batch_size: int | None) -> tuple[list[int], bool]:
+    """How many samples of ``size`` each rank evaluates, and whether every rank then reads
+    the same number of batches of ``batch_size`` (always, without one)."""
+    base, extra = divmod(size, world_size)
+    shares = [base + (r < extra) for r in range(world_size)]
+    if not batch_size:
+        return shares, True
+    batches = -(-shares[0] // batch_size)
+    full = (batches - 1) * batch_size if batches else 0
+    rest = size - full * world_size  # past each rank's full batches: one last batch each
+    if batches and rest >= world_size:
+        base, extra = divmod(rest, world_size)
+        shares = [full + base + (r < extra) for r in range(world_size)]
+    counts = {-(-share // batch_size) for share in shares}
+    return shares, len(counts) == 1 and 0 not in counts
 
 
 def train_sampler(
@@ -164,6 +194,42 @@ def train_sampler(
         seed=seed,
         drop_last=drop_last,
     )
+
+
+def augmented_validation(task: Task, data: TaskData | None) -> str | None:
+    """Why the validation folds would be read through random transforms, or None: the task's
+    Dataset reads sample 0 differently each time and the task has no ``load_eval_data``
+    (arrays, and a sample that does not read, say nothing here)."""
+    if data is None or task.hook("load_eval_data") is not None:
+        return None
+    if array_batches(data.dataset) is not None:
+        return None
+    try:
+        if len(data.dataset) == 0 or _same(data.dataset[0], data.dataset[0]):  # type: ignore[arg-type]
+            return None
+    except Exception:  # the run says why a sample does not read
+        return None
+    return (
+        f"load_data's Dataset reads sample 0 differently each time (random transforms?) and "
+        f"task {task.name!r} has no load_eval_data, so the validation folds are read with them "
+        "too: give load_eval_data(options), the same samples without augmentation"
+    )
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two reads of a sample are equal (tensors, arrays, numbers, and nests of them)."""
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and bool(torch.equal(a, b))
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return a.shape == b.shape and bool(np.array_equal(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    try:
+        return bool(a == b)
+    except Exception:  # a value with no plain equality: take it as the same
+        return True
 
 
 def _call_loader(func: Any, options: dict[str, Any]) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import queue
+import random
 import threading
 import time
 import traceback
@@ -19,6 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -30,7 +32,7 @@ from foldwise.trainers.ddp import (
     resolve_device,
 )
 from foldwise.trainers.fold_channel import FoldChannel
-from foldwise.trainers.fold_data import TaskData, load_task_data
+from foldwise.trainers.fold_data import TaskData, augmented_validation, load_task_data
 from foldwise.trainers.fold_errors import (
     FoldContractError,
     FoldStopped,
@@ -41,7 +43,7 @@ from foldwise.trainers.fold_errors import (
 from foldwise.trainers.job import FoldJob
 from foldwise.trainers.monitor import ResourceMonitor
 from foldwise.trainers.rank_exchange import RankExchange
-from foldwise.trainers.report import CHECKPOINT_FILE, FoldEvent, SavedArtifact
+from foldwise.trainers.report import CHECKPOINT_FILE, FoldEvent, SavedArtifact, WarningKind
 from foldwise.trainers.task import Loop, Task, resolve_task
 
 ABANDON_JOIN_S = 30.0
@@ -89,6 +91,7 @@ class FoldRunner:
         self.restore = restore
         self.timeout = timeout
         self.channel: FoldChannel | None = None
+        self.data_used: TaskData | None = None
         self._abandoned = threading.Event()
         self._error: BaseException | None = None
 
@@ -104,7 +107,7 @@ class FoldRunner:
         job = self.job
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         task = resolve_task(job.task)
-        data = self.data or load_task_data(task, job.trainer.options)
+        data = self.data_used = self.data or load_task_data(task, job.trainer.options)
         if self.num_threads is not None:
             torch.set_num_threads(max(1, int(self.num_threads)))
         device = resolve_device(job.backend, self.device)
@@ -135,6 +138,7 @@ class FoldRunner:
                 outbox=outbox,
                 monitor=monitor,
                 stop_requested=self.stop_requested,
+                rates=job.rate_plan(own_loop=task.loop is Loop.OWN),
             )
             ctx = FoldContext(
                 job,
@@ -179,10 +183,15 @@ class FoldRunner:
             if ctx.device.type == "cuda":
                 torch.cuda.set_device(ctx.device)
             ctx.resume_from(channel.restore(self._checkpoint(ctx.device)))
-            torch.manual_seed(self.job.fold_seed)  # the same initial weights on every rank
+            if self.rank == 0 and not self.job.refit:
+                note = augmented_validation(task, self.data_used)
+                if note is not None:
+                    channel.warn(WarningKind.AUGMENTED_VALIDATION, note)
+            seed_rank(ctx.rank_seed)  # DDP gives every rank rank 0's initial weights
             channel.began()
             try:
-                fold_function(task)(ctx)
+                with channel.steps:
+                    fold_function(task)(ctx)
             except FoldStopped:
                 pass
             channel.finish()
@@ -206,6 +215,14 @@ class FoldRunner:
             if state is not None and state.get("fingerprint") != self.job.fingerprint():
                 state = None
         return broadcast_object(state, device)
+
+
+def seed_rank(seed: int) -> None:
+    """Give torch (every device), numpy and ``random`` this rank's own stream; DataLoader
+    workers draw theirs from torch's."""
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+    random.seed(seed)
 
 
 def fold_function(task: Task) -> Callable[[FoldContext], None]:

@@ -13,8 +13,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
 from foldwise.cv import CrossValidation
 from foldwise.spec import EarlyStopping, Objective, StudySpec, TrainerSpec
+from foldwise.trainers.lr_schedule import RatePlan, default_settings
 from foldwise.trainers.report import EpochReport
 
 Backend = Literal["gloo", "nccl"]
@@ -36,7 +39,8 @@ class FoldJob:
     ``code_hash`` names the snapshot of the task's package the study runs (None: a built-in
     task, or code the workers have installed); the executor gives the workers that code.
     ``refit``: not a fold but the trial's params trained on all the training data (``fold``
-    is 0 and unused), validated on the same data.
+    is 0 and unused), validated on the same data. ``attempt`` counts the fold's runs from 0
+    (a retried one is 1, ...): each rank's random stream depends on it (``rank_seed``).
     """
 
     trainer: TrainerSpec
@@ -55,6 +59,7 @@ class FoldJob:
     monitor: bool = True
     code_hash: str | None = None
     refit: bool = False
+    attempt: int = 0
 
     def __post_init__(self) -> None:
         if not 0 <= self.fold < self.folds:
@@ -78,6 +83,7 @@ class FoldJob:
         artifact_key: str | None = None,
         resume: bool = False,
         code_hash: str | None = None,
+        attempt: int = 0,
     ) -> FoldJob:
         """Fold ``fold`` of the trial with ``params`` in the study ``spec``."""
         return cls(
@@ -95,6 +101,7 @@ class FoldJob:
             artifact_key=artifact_key,
             resume=resume,
             code_hash=code_hash,
+            attempt=attempt,
         )
 
     @property
@@ -121,6 +128,25 @@ class FoldJob:
         """The seed of this fold's initial weights, the same on every rank and every attempt
         (a refit's is a fold number of its own)."""
         return self.seed * 1_000_003 + (self.folds if self.refit else self.fold)
+
+    def rank_seed(self, rank: int) -> int:
+        """The seed of rank ``rank``'s own random stream (torch, numpy, ``random`` and its
+        DataLoader workers): from (study seed, fold, rank, attempt), so no two ranks draw the
+        same dropout masks or augmentations and a rerun draws what the first run drew."""
+        fold = self.folds if self.refit else self.fold
+        entropy = [self.seed, fold, rank, self.attempt]
+        return int(np.random.SeedSequence(entropy).generate_state(1, np.uint64)[0] >> 1)
+
+    def rate_plan(self, *, own_loop: bool) -> RatePlan:
+        """The run's learning-rate scaling and warm-up: the study's, or its loop's default
+        where the study left them open (``trainers.lr_schedule.default_settings``)."""
+        scaling, warmup = default_settings(own_loop=own_loop)
+        trainer = self.trainer
+        return RatePlan(
+            world_size=self.world_size,
+            scaling=scaling if trainer.lr_scaling is None else trainer.lr_scaling,
+            warmup_epochs=warmup if trainer.warmup_epochs is None else trainer.warmup_epochs,
+        )
 
     def fingerprint(self) -> str:
         """A hash of everything that shapes training, so a checkpoint resumes only the same job."""

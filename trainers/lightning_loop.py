@@ -9,7 +9,15 @@ environment read from ``ctx`` (Lightning launches nothing); at the end of each t
 kept as the fold's model and a checkpoint saved; when racing, pruning or early stopping say
 stop, the Trainer stops. The module's own optimizers, schedulers and callbacks run unchanged;
 ``trainer.precision`` and ``trainer.clip_grad_norm`` set the Trainer's, and every optimizer step
-takes the study's learning-rate scaling and warm-up (``ctx.lr_factor``) as the other loops do.
+takes the study's learning-rate scaling and warm-up (``ctx.lr_factor``) as the other loops do:
+applied inside the step alone (``trainers.optimizer_steps``), so the module's schedulers, at
+either interval, step their own rates as in plain Lightning.
+
+Every validation sample counts once: the fold's own loaders deal the validation fold out to
+the ranks without padding, and a DataModule's validation loaders get the same sampler in place
+of Lightning's (which repeats samples to even out the ranks). What Lightning warns of while it
+trains the fold (an epoch-level metric logged without ``sync_dist``, say) is a warning of the
+study.
 """
 
 from __future__ import annotations
@@ -28,14 +36,23 @@ import torch
 from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.plugins.environments import ClusterEnvironment
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
+from lightning.pytorch.trainer.states import RunningStage
+from lightning.pytorch.utilities.data import _update_dataloader
+from torch.utils.data import DataLoader, IterableDataset
 
 from foldwise.trainers.builtin_loop import loader_options
 from foldwise.trainers.context import FoldContext
+from foldwise.trainers.report import WarningKind
 from foldwise.trainers.task import Task
 
 PRECISION = {"32": "32-true", "bf16": "bf16-mixed", "fp16": "16-mixed"}
 """``trainer.precision`` as Lightning names it."""
 _NOT_A_NAME = re.compile(r"[^A-Za-z0-9_]")
+
+
+QUIET = (".*does not have many workers.*", ".*LeafSpec.*is deprecated.*")
+"""Lightning's warnings that say nothing to a foldwise user: workers are
+``trainer.num_workers``, and a deprecation inside Lightning itself."""
 
 
 def train_lightning(ctx: FoldContext, task: Task) -> None:
@@ -46,18 +63,121 @@ def train_lightning(ctx: FoldContext, task: Task) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
     module = task.obj.build_module(ctx.params)
     datamodule_hook = task.hook("build_datamodule")
-    with tempfile.TemporaryDirectory(prefix="foldwise-lightning-") as workdir:
-        trainer = _trainer(ctx, workdir, own_sampler=datamodule_hook is not None)
+    with (
+        tempfile.TemporaryDirectory(prefix="foldwise-lightning-") as workdir,
+        warnings.catch_warnings(record=True) as said,
+    ):
+        warnings.simplefilter("default")
+        for quiet in QUIET:
+            warnings.filterwarnings("ignore", quiet)
+        heard = _LightningWarnings(ctx, said)
+        trainer = _trainer(ctx, workdir, heard, own_sampler=datamodule_hook is not None)
+        ctx.scale_every_step(lambda: _step_factor(ctx, trainer))
         resume = _resume_file(ctx, Path(workdir))
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", ".*does not have many workers.*")
-            warnings.filterwarnings("ignore", ".*sync_dist=True.*")
-            warnings.filterwarnings("ignore", ".*LeafSpec.*is deprecated.*")
+        try:
             if datamodule_hook is not None:
-                trainer.fit(module, datamodule=datamodule_hook(ctx), ckpt_path=resume)
+                datamodule = datamodule_hook(ctx)
+                _count_each_once(ctx, datamodule)
+                trainer.fit(module, datamodule=datamodule, ckpt_path=resume)
             else:
                 train, val = _loaders(ctx, task)
                 trainer.fit(module, train_dataloaders=train, val_dataloaders=val, ckpt_path=resume)
+        finally:
+            heard.forward()
+
+
+def _step_factor(ctx: FoldContext, trainer: pl.Trainer) -> float:
+    """``ctx.lr_factor`` at the Trainer's step: the batch's place in its epoch."""
+    steps = trainer.num_training_batches
+    step = max(trainer.fit_loop.epoch_loop.batch_idx, 0)
+    if not math.isfinite(steps):  # an iterable dataset: warm up by whole epochs
+        step, steps = 0, 1
+    return ctx.lr_factor(trainer.current_epoch, step, int(steps))
+
+
+class _LightningWarnings:
+    """What Lightning warned of while it trained (``said``, recorded), as the study's
+    warnings: each once, when an epoch ends and when the fit does."""
+
+    def __init__(self, ctx: FoldContext, said: list[warnings.WarningMessage] | None) -> None:
+        self.ctx, self.said, self._seen = ctx, said if said is not None else [], 0
+
+    def forward(self) -> None:
+        for caught in self.said[self._seen :]:
+            if _from_lightning(caught):
+                text = " ".join(str(caught.message).split())[:500]
+                self.ctx._channel.warn(WarningKind.LIGHTNING, text)
+        self._seen = len(self.said)
+
+
+def _from_lightning(caught: warnings.WarningMessage) -> bool:
+    """A warning Lightning gave (not a deprecation): its category or the code that gave it
+    is Lightning's."""
+    if issubclass(caught.category, DeprecationWarning | PendingDeprecationWarning | FutureWarning):
+        return False
+    module = getattr(caught.category, "__module__", "") or ""
+    return module.startswith("lightning") or f"{os.sep}lightning{os.sep}" in caught.filename
+
+
+def _count_each_once(ctx: FoldContext, datamodule: Any) -> None:
+    """The DataModule's validation loaders read every sample of the fold once over the ranks
+    (``FoldContext.eval_sampler`` in place of Lightning's padding sampler), or the fold warns
+    why one cannot."""
+    if ctx.world_size == 1 or not callable(getattr(datamodule, "val_dataloader", None)):
+        return
+    own = datamodule.val_dataloader
+
+    def val_dataloader() -> Any:
+        return _each_loader(own(), lambda loader: _sharded_for_eval(ctx, loader))
+
+    datamodule.val_dataloader = val_dataloader
+
+
+def _each_loader(loaders: Any, change: Any) -> Any:
+    if isinstance(loaders, DataLoader):
+        return change(loaders)
+    if isinstance(loaders, list | tuple):
+        return type(loaders)(_each_loader(item, change) for item in loaders)
+    if isinstance(loaders, dict):
+        return {key: _each_loader(item, change) for key, item in loaders.items()}
+    return loaders
+
+
+def _sharded_for_eval(ctx: FoldContext, loader: DataLoader) -> DataLoader:
+    """``loader`` reading this rank's share of its dataset, each sample on one rank."""
+    dataset = loader.dataset
+    if isinstance(dataset, IterableDataset) or not hasattr(dataset, "__len__"):
+        ctx._channel.warn(
+            WarningKind.VALIDATION_SAMPLES,
+            "a validation DataLoader of the DataModule reads an iterable dataset, which every "
+            "rank reads whole: each sample counts once per rank (give a map-style Dataset to "
+            "count each once)",
+        )
+        return loader
+    sampler = ctx.eval_sampler(dataset, loader.batch_size)
+    try:
+        sharded = _update_dataloader(loader, sampler, mode=RunningStage.VALIDATING)
+    except Exception as exc:  # a loader Lightning cannot rebuild (a custom batch sampler)
+        ctx._channel.warn(
+            WarningKind.VALIDATION_SAMPLES,
+            f"a validation DataLoader of the DataModule could not be given a sampler that reads "
+            f"each sample once ({type(exc).__name__}), so Lightning's own pads the ranks' "
+            "shares: a few samples count twice",
+        )
+        return loader
+    _warn_if_uneven(ctx, sampler)
+    return sharded
+
+
+def _warn_if_uneven(ctx: FoldContext, sampler: Any) -> None:
+    if not sampler.even:
+        ctx._channel.warn(
+            WarningKind.VALIDATION_SAMPLES,
+            f"the validation fold's {sampler.total_size} samples do not split into the same "
+            f"number of batches on each of the {ctx.world_size} ranks, so the ranks take "
+            "different numbers of validation steps: a metric logged with sync_dist=True on "
+            "every step would wait for the rank that has none left (log it per epoch)",
+        )
 
 
 class FoldEnvironment(ClusterEnvironment):
@@ -130,51 +250,18 @@ class _ReportEpochs(Checkpoint):
     (as it does ModelCheckpoint and EarlyStopping): what the module logs there is reported
     with its epoch, not the next."""
 
-    def __init__(self, ctx: FoldContext) -> None:
-        self.ctx = ctx
+    def __init__(self, ctx: FoldContext, heard: _LightningWarnings) -> None:
+        self.ctx, self.heard = ctx, heard
 
     def on_train_epoch_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
         ctx = self.ctx
+        self.heard.forward()
         ctx.report(trainer.current_epoch, **logged_metrics(trainer.callback_metrics))
         ctx.save_model(module)
         if ctx.should_stop():
             trainer.should_stop = True
         elif ctx.checkpoint_due:
             ctx.save_checkpoint({"lightning": _dump(trainer)})
-
-
-class _ScaledRate(pl.Callback):
-    """Each optimizer step at ``ctx.lr_factor`` times the rates the module's optimizers hold
-    (the study's scaling by world size, reached by its warm-up): they are multiplied just
-    before the step and put back after the batch, so the module's schedulers step from their
-    own values and its logged rates are its own."""
-
-    def __init__(self, ctx: FoldContext) -> None:
-        self.ctx = ctx
-        self._held: dict[int, tuple[Any, list[float]]] = {}
-
-    def on_before_optimizer_step(
-        self, trainer: pl.Trainer, module: pl.LightningModule, optimizer: Any
-    ) -> None:
-        if id(optimizer) in self._held:  # a second step of the same optimizer in one batch
-            return
-        steps = trainer.num_training_batches
-        step = max(trainer.fit_loop.epoch_loop.batch_idx, 0)
-        if not math.isfinite(steps):  # an iterable dataset: warm up by whole epochs
-            step, steps = 0, 1
-        factor = self.ctx.lr_factor(trainer.current_epoch, step, int(steps))
-        if factor == 1.0:
-            return
-        own = [group["lr"] for group in optimizer.param_groups]
-        self._held[id(optimizer)] = (optimizer, own)
-        for group, lr in zip(optimizer.param_groups, own, strict=True):
-            group["lr"] = lr * factor
-
-    def on_train_batch_end(self, *args: Any) -> None:
-        for optimizer, own in self._held.values():
-            for group, lr in zip(optimizer.param_groups, own, strict=True):
-                group["lr"] = lr
-        self._held.clear()
 
 
 def logged_metrics(metrics: dict[str, Any]) -> dict[str, float]:
@@ -187,7 +274,9 @@ def logged_metrics(metrics: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def _trainer(ctx: FoldContext, workdir: str, *, own_sampler: bool) -> pl.Trainer:
+def _trainer(
+    ctx: FoldContext, workdir: str, heard: _LightningWarnings, *, own_sampler: bool
+) -> pl.Trainer:
     settings = ctx.trainer
     return pl.Trainer(
         accelerator="gpu" if ctx.device.type == "cuda" else "cpu",
@@ -196,7 +285,7 @@ def _trainer(ctx: FoldContext, workdir: str, *, own_sampler: bool) -> pl.Trainer
         max_epochs=ctx.epochs,
         precision=PRECISION[settings.precision],
         gradient_clip_val=settings.clip_grad_norm,
-        callbacks=[_ScaledRate(ctx), _ReportEpochs(ctx)],
+        callbacks=[_ReportEpochs(ctx, heard)],
         use_distributed_sampler=own_sampler,
         num_sanity_val_steps=0,
         logger=False,
@@ -216,11 +305,14 @@ def _strategy(ctx: FoldContext) -> Any:
 
 
 def _loaders(ctx: FoldContext, task: Task) -> tuple[Any, Any]:
-    """DataLoaders over the fold's views; validation shards with padding (as Lightning's
-    own sampler does) so ranks that sync what they log per step take as many steps."""
+    """DataLoaders over the fold's views; validation reads each sample once over the ranks,
+    in as many steps on each rank as the fold allows (a metric synced per step meets)."""
     options = loader_options(ctx, task)
     train = ctx.prepare_loader(ctx.train_dataset, ctx.batch_size, shuffle=True, **options)
-    val = ctx.prepare_loader(ctx.val_dataset, ctx.trainer.val_batch_size, shuffle=False, **options)
+    batch = ctx.trainer.val_batch_size
+    val = ctx.prepare_eval_loader(ctx.val_dataset, batch, **options)
+    if ctx.world_size > 1:
+        _warn_if_uneven(ctx, ctx.eval_sampler(ctx.val_dataset, batch))
     return train, val
 
 

@@ -1,9 +1,10 @@
 """What a fold run sends back while it trains: one report per epoch, and what rank 0 saved.
 
 A fold run is a stream of these values (DESIGN §6): an ``EpochReport`` for each epoch (the
-task's metrics, apart from the flags that say how the epoch counts) and a ``SavedArtifact``
-whenever rank 0 keeps a checkpoint or the fold's model. Plain values that import neither torch
-nor Ray, so the service reads them without loading either.
+task's metrics, apart from the flags that say how the epoch counts), a ``SavedArtifact``
+whenever rank 0 keeps a checkpoint or the fold's model, and a ``FoldWarning`` whenever the run
+knows something it reports is suspect (the study shows it to the user). Plain values that
+import neither torch nor Ray, so the service reads them without loading either.
 """
 
 from __future__ import annotations
@@ -26,7 +27,11 @@ MODEL_METRICS = ("n_params",)
 """Counted of the model a fold function prepared (``ctx.prepare_model``; the built-in loop does
 it): its trainable parameters, in every epoch's report, for objectives and constraints on model
 size. A task that reports ``n_params`` itself keeps its own count."""
-RESERVED_METRICS = frozenset({"epoch", *MEASURED_METRICS, *GPU_METRICS})
+RATE_METRIC = "optimizer_lr"
+"""The learning rate the epoch's last optimizer step used (the first parameter group of the
+first optimizer that stepped), as foldwise saw it: recorded on every path, in epochs whose
+fold function stepped an optimizer."""
+RESERVED_METRICS = frozenset({"epoch", RATE_METRIC, *MEASURED_METRICS, *GPU_METRICS})
 """Names a task may not report: foldwise fills them in."""
 
 
@@ -64,5 +69,30 @@ class SavedArtifact:
         return CHECKPOINT_FILE if self.kind is ArtifactKind.CHECKPOINT else MODEL_FILE
 
 
-FoldEvent = EpochReport | SavedArtifact
+class WarningKind(StrEnum):
+    """What a fold run's warning is about."""
+
+    PARTIAL_METRIC = "partial_metric"
+    """A metric differs across the ranks: computed over each rank's share of the fold."""
+    AUGMENTED_VALIDATION = "augmented_validation"
+    """The validation fold is read through the training transforms."""
+    VALIDATION_SAMPLES = "validation_samples"
+    """Some validation samples are not counted exactly once."""
+    LIGHTNING = "lightning"
+    """A warning Lightning gave while it trained the fold."""
+    TASK = "task"
+    """What the task's own code said with ``ctx.warn``."""
+
+
+@dataclass(frozen=True)
+class FoldWarning:
+    """Something the fold run knows is suspect about what it reports, said once per run:
+    ``message`` names no trial or value of its own, so the same problem in many runs is one
+    warning of the study."""
+
+    kind: WarningKind
+    message: str
+
+
+FoldEvent = EpochReport | SavedArtifact | FoldWarning
 """What a fold run's stream carries."""

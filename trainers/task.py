@@ -272,9 +272,7 @@ def _declared_metrics(name: str, obj: Any, loop: Loop) -> list[str]:
 
 
 def _text_pair(pair: Any) -> bool:
-    return (
-        isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)
-    )
+    return isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)
 
 
 def _positional_count(func: Callable[..., Any]) -> int:

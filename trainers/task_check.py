@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import numpy as np
 import torch
 import torch.multiprocessing as mp
 from pydantic import ValidationError
@@ -26,7 +25,7 @@ from pydantic import ValidationError
 from foldwise.limits import DEFAULT_CHECK_TIMEOUT_S
 from foldwise.spec import Objective, TrainerSpec
 from foldwise.trainers.ddp import free_port
-from foldwise.trainers.fold_data import TaskData, array_batches, load_task_data
+from foldwise.trainers.fold_data import TaskData, augmented_validation, load_task_data
 from foldwise.trainers.fold_errors import (
     FoldContractError,
     FoldTimedOut,
@@ -161,19 +160,8 @@ def inspect_data(check: TaskCheck) -> tuple[TaskData | None, list[str]]:
         data = load_task_data(task, check.job.trainer.options)
     except Exception:
         return None, []
-    if task.hook("load_eval_data") is not None or array_batches(data.dataset) is not None:
-        return data, []
-    try:
-        first, again = data.dataset[0], data.dataset[0]
-        if _same(first, again):
-            return data, []
-    except Exception:  # a sample that does not read: the run says why
-        return data, []
-    return data, [
-        f"load_data's Dataset reads sample 0 differently each time (random transforms?) and "
-        f"task {task.name!r} has no load_eval_data, so the validation folds are read with them "
-        "too: give load_eval_data(options), the same samples without augmentation"
-    ]
+    note = augmented_validation(task, data)
+    return data, [] if note is None else [note]
 
 
 def run_check(
@@ -394,22 +382,6 @@ def _raise_if_a_rank_died(events: Any, processes: list[Any], ended: dict[int, An
             continue
         how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
         raise _RankError(f"rank {rank}'s process {how} without a word")
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Whether two reads of a sample are equal (tensors, arrays, numbers, and nests of them)."""
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return a.shape == b.shape and bool(torch.equal(a, b))
-    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
-        return a.shape == b.shape and bool(np.array_equal(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    try:
-        return bool(a == b)
-    except Exception:  # a value with no plain equality: take it as the same
-        return True
 
 
 def _first_cause(ended: dict[int, _RankEnd | None], timeout: float) -> str:

@@ -21,6 +21,7 @@ from foldwise.service.hardening.errors import invalid_field
 from foldwise.service.study_optimizer import build_optimizer
 from foldwise.service.task_code import CodeCache, CodeSnapshot, TaskCodeError, snapshot_task
 from foldwise.spec import StudySpec, TrainerSpec
+from foldwise.trainers.lr_schedule import default_settings
 from foldwise.trainers.report import MODEL_METRICS
 from foldwise.trainers.task import Loop, TaskNotFound, TaskProfile
 
@@ -87,6 +88,7 @@ def check_runnable(
     for setting, message in unused_trainer_settings(spec.trainer, profile, name):
         raise invalid_field(("trainer", setting), message, getattr(spec.trainer, setting))
     resolve_cv(spec, profile)
+    resolve_learning_rate(spec, profile)
     check_splits_and_holdout(spec, profile, name)
     problem = fold_fit_problem(
         nodes,
@@ -111,6 +113,17 @@ def resolve_cv(spec: StudySpec, profile: TaskProfile) -> None:
     says how its folds are made."""
     if spec.cv.scheme is None:
         spec.cv.scheme = default_scheme(profile.kind)
+
+
+def resolve_learning_rate(spec: StudySpec, profile: TaskProfile) -> None:
+    """Fill in the ``trainer.lr_scaling`` and ``warmup_epochs`` a spec left open: its loop's
+    defaults (an own ``train_fold`` trains at the rates it wrote; foldwise's loops scale
+    linearly with a warm-up), so the stored spec says what every fold applies."""
+    scaling, warmup = default_settings(own_loop=profile.loop is Loop.OWN)
+    if spec.trainer.lr_scaling is None:
+        spec.trainer.lr_scaling = scaling  # type: ignore[assignment]
+    if spec.trainer.warmup_epochs is None:
+        spec.trainer.warmup_epochs = warmup
 
 
 def check_splits_and_holdout(spec: StudySpec, profile: TaskProfile, name: str) -> None:

@@ -49,6 +49,7 @@ def _study_out(
         warm_start=row.warm_start,
         code_hash=row.code_hash,
         holdout=row.holdout,
+        warnings=row.warnings or [],
     )
 
 

@@ -141,6 +141,9 @@ class StudyRow(Base):
     """Where its hold-out score is (None: never asked for); what the scheduler polls."""
     holdout: Mapped[dict[str, Any] | None]
     """The hold-out score asked for and what it found (``schemas.Holdout``)."""
+    warnings: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    """What its fold runs knew was suspect, one entry per distinct warning
+    (``schemas.StudyWarning``; ``db.study_warnings``); None while there is none."""
 
     trials: Mapped[list[TrialRow]] = relationship(
         back_populates="study", cascade="all, delete-orphan", passive_deletes=True

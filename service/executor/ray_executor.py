@@ -40,7 +40,7 @@ from foldwise.service.executor.task_probe import describe_remotely
 from foldwise.service.metrics import FOLD_QUEUE_WAIT
 from foldwise.service.task_code import CodeCache, TaskCodeError
 from foldwise.trainers.job import FoldJob, trained_seconds
-from foldwise.trainers.report import FoldEvent, SavedArtifact
+from foldwise.trainers.report import EpochReport, FoldEvent, SavedArtifact
 from foldwise.trainers.task import TaskProfile
 
 log = logging.getLogger(__name__)
@@ -210,7 +210,7 @@ class RayExecutor:
         async for event in self._stream(group, job, deadline, timeout, stop, restore):
             if isinstance(event, SavedArtifact):
                 await self._keep(job, event)
-            else:
+            elif isinstance(event, EpochReport):
                 stats.epochs += 1
                 stats.train_seconds += trained_seconds([event])
                 stats.wall_seconds = time.perf_counter() - started

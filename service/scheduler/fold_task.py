@@ -24,7 +24,7 @@ from foldwise.spec import StudySpec
 from foldwise.trainers.artifact_keys import fold_artifact_key
 from foldwise.trainers.job import FoldJob, trained_seconds
 from foldwise.trainers.objective import fold_metric_values, fold_value
-from foldwise.trainers.report import EpochReport, SavedArtifact
+from foldwise.trainers.report import EpochReport, FoldWarning, SavedArtifact
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,7 @@ def fold_job(
         artifact_key=fold_artifact_key(study_id, trial.number, fold) if keep_artifacts else None,
         resume=attempt > 0,
         code_hash=code_hash,
+        attempt=attempt,
     )
 
 
@@ -173,6 +174,9 @@ class FoldTask:
                     await store.record_placement(study_id, self.run_id, stats.placement)
                 if isinstance(event, SavedArtifact):
                     await store.record_artifact(study_id, self.run_id, event.kind, event.epoch)
+                    continue
+                if isinstance(event, FoldWarning):
+                    await store.record_warning(study_id, self.trial.number, event)
                     continue
                 await store.record_epoch(study_id, self.run_id, event)
                 self._take_epoch(run, event)

@@ -31,7 +31,7 @@ from foldwise.service.scheduler.store import SchedulerStore
 from foldwise.spec import StudySpec
 from foldwise.trainers.artifact_keys import refit_artifact_key
 from foldwise.trainers.job import FoldJob
-from foldwise.trainers.report import MODEL_FILE, EpochReport, SavedArtifact
+from foldwise.trainers.report import MODEL_FILE, EpochReport, FoldWarning, SavedArtifact
 from foldwise.trainers.task import TaskProfile
 
 T = TypeVar("T")
@@ -150,14 +150,14 @@ class HoldoutRunner:
             attempt, trial, params, epochs = await self._start_attempt(number)
             job = _refit_job(study, self.study_id, trial, params, number, epochs, attempt)
             try:
-                await self._stream(study, job, number)
+                await self._stream(study, job, number, trial)
                 return job
             except FoldFailed as exc:
                 if not exc.retryable or retries <= 0:
                     raise
                 retries -= 1
 
-    async def _stream(self, study: _Study, job: FoldJob, number: int) -> None:
+    async def _stream(self, study: _Study, job: FoldJob, number: int, trial: int) -> None:
         resources = study.spec.resources
         async for event in self.executor.run_fold(
             job,
@@ -168,6 +168,8 @@ class HoldoutRunner:
                 await self._on_refit(number, refit_repo.record_artifact, event.kind, event.epoch)
             elif isinstance(event, EpochReport):
                 await self._on_refit(number, refit_repo.record_epoch, event, trials=False)
+            elif isinstance(event, FoldWarning):
+                await self.store.record_warning(self.study_id, trial, event)
 
     async def _score_refit(self, study: _Study, job: FoldJob) -> dict[str, float]:
         """The test-data score of the refit model ``job`` saved."""
@@ -336,6 +338,7 @@ def _refit_job(
         artifact_key=refit_artifact_key(study_id, trial_number, number),
         resume=attempt > 0,
         code_hash=study.code_hash,
+        attempt=attempt,
     )
     return dataclasses.replace(
         job,

@@ -22,6 +22,7 @@ from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
 from foldwise.service.db import fold_runs as fold_repo
 from foldwise.service.db import pareto as pareto_repo
 from foldwise.service.db import studies as study_repo
+from foldwise.service.db import study_warnings as warning_repo
 from foldwise.service.db import trials as trial_repo
 from foldwise.service.db import warm_start as warm_repo
 from foldwise.service.db.engine import SessionRunner
@@ -32,7 +33,7 @@ from foldwise.service.scheduler.dominance_racing import FrontMember
 from foldwise.service.scheduler.racing import Incumbent
 from foldwise.service.scheduler.stop_flags import StopFlags
 from foldwise.spec import Constraint, StudySpec
-from foldwise.trainers.report import ArtifactKind, EpochReport
+from foldwise.trainers.report import ArtifactKind, EpochReport, FoldWarning
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -295,6 +296,16 @@ class SchedulerStore:
             study_id,
             lambda s: fold_repo.record_epoch(s, fold_run_id, report),
             trials=False,
+        )
+
+    async def record_warning(self, study_id: int, trial: int | None, warning: FoldWarning) -> None:
+        """A fold run of trial number ``trial`` warned of something suspect: a warning of the
+        study (``db.study_warnings``), seen by every reader of it."""
+        await self.write(
+            study_id,
+            lambda s: warning_repo.record_warning(
+                s, study_id, str(warning.kind), warning.message, trial
+            ),
         )
 
     async def record_artifact(

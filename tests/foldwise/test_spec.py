@@ -375,8 +375,8 @@ def test_minimal_spec_resolves_every_default():
         "task": "digits_mlp",
         "epochs": 10,
         "batch_size": 64,
-        "lr_scaling": "linear",
-        "warmup_epochs": 1,
+        "lr_scaling": None,  # filled in at submit from the task's loop
+        "warmup_epochs": None,
         "retries": 1,
         "checkpoint_every": 1,
         "fold_timeout": 3600.0,

@@ -82,3 +82,22 @@ def test_a_loader_setting_given_to_a_task_that_builds_its_loaders_is_refused(
     assert "read ctx.trainer there instead" in error["msg"]
     settings = {"clip_grad_norm": 1.0, "precision": "bf16"}  # the Trainer's: they reach it
     assert api.post("/studies", json=_spec(task, "val_acc", **settings)).status_code == 201
+
+
+@pytest.mark.parametrize(
+    ("task", "metric", "given", "stored"),
+    [
+        (OWN, "val_accuracy", {}, ("none", 0)),  # an own loop trains at the rates it wrote
+        ("digits_mlp", "val_accuracy", {}, ("linear", 1)),  # foldwise's loops scale
+        ("examples.tasks.lightning_digits", "val_acc", {}, ("linear", 1)),
+        (OWN, "val_accuracy", {"lr_scaling": "sqrt", "warmup_epochs": 2}, ("sqrt", 2)),
+        ("digits_mlp", "val_accuracy", {"lr_scaling": "none"}, ("none", 1)),
+    ],
+)
+def test_the_stored_spec_says_the_lr_scaling_and_warm_up_its_loop_applies(
+    api, task: str, metric: str, given: dict[str, Any], stored: tuple[str, int]
+) -> None:
+    response = api.post("/studies", json=_spec(task, metric, **given))
+    assert response.status_code == 201, response.text
+    trainer = response.json()["spec"]["trainer"]
+    assert (trainer["lr_scaling"], trainer["warmup_epochs"]) == stored

@@ -18,7 +18,7 @@ from foldwise.trainers.report import EpochReport
 from foldwise.trainers.task import TaskNotFound
 from tests.trainers.fold_jobs import TIMING, epochs_of, make_job, run_local, stable
 
-EXPECTED = {"train_loss", "val_loss", "val_accuracy", "lr", "n_params"} | TIMING
+EXPECTED = {"train_loss", "val_loss", "val_accuracy", "lr", "optimizer_lr", "n_params"} | TIMING
 
 
 def _job(**overrides) -> FoldJob:

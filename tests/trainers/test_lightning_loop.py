@@ -15,7 +15,7 @@ from foldwise.trainers.ddp import free_port
 from foldwise.trainers.fold_runner import run_fold
 from foldwise.trainers.job import FoldJob
 from foldwise.trainers.lightning_loop import logged_metrics
-from foldwise.trainers.report import ArtifactKind, EpochReport, SavedArtifact
+from foldwise.trainers.report import ArtifactKind, EpochReport, FoldWarning, SavedArtifact
 from tests.trainers.fold_jobs import epochs_of, make_job, run_local
 from tests.user_tasks import lightning_probe as probe
 
@@ -115,7 +115,7 @@ def _probe_rank(rank: int, job: FoldJob, port: int, out: Path) -> None:
         asked.append(1)
         return rank == 1 and len(asked) >= 3
 
-    reports = []
+    reports, said = [], []
     for event in run_fold(
         job,
         rank=rank,
@@ -126,32 +126,90 @@ def _probe_rank(rank: int, job: FoldJob, port: int, out: Path) -> None:
     ):
         if isinstance(event, EpochReport):
             reports.append((event.epoch, event.stopped, event.metrics))
-    torch.save(reports, out / f"rank{rank}.pt")
+        elif isinstance(event, FoldWarning):
+            said.append((str(event.kind), event.message))
+    torch.save((reports, said), out / f"rank{rank}.pt")
+
+
+def _probe(tmp_path: Path, task: str, **params: Any) -> tuple[list, list]:
+    """The probe on two ranks for up to 6 epochs (rank 1 asks to stop after its third
+    report): rank 0's reports and warnings."""
+    job = make_job(
+        task,
+        params=params,
+        world_size=2,
+        epochs=6,
+        batch_size=10,
+        lr_scaling="linear",
+        warmup_epochs=1,
+        objective={"metric": "val_loss"},
+    )
+    mp.spawn(_probe_rank, args=(job, free_port(), tmp_path), nprocs=2)
+    assert torch.load(tmp_path / "rank1.pt", weights_only=False) == ([], [])  # rank 0 says
+    return torch.load(tmp_path / "rank0.pt", weights_only=False)
 
 
 @pytest.mark.slow  # spawns two interpreters that import torch and Lightning
 def test_two_lightning_ranks_split_the_data_scale_the_rate_and_stop_together(
     tmp_path: Path,
 ) -> None:
-    job = make_job(
-        "tests.user_tasks.lightning_probe",
-        world_size=2,
-        epochs=6,
-        batch_size=10,
-        warmup_epochs=1,
-        objective={"metric": "val_loss"},
-    )
-    mp.spawn(_probe_rank, args=(job, free_port(), tmp_path), nprocs=2)
-    reports = torch.load(tmp_path / "rank0.pt", weights_only=False)
+    reports, said = _probe(tmp_path, "tests.user_tasks.lightning_probe", interval="epoch")
     assert [(epoch, stopped) for epoch, stopped, _ in reports] == [
         (1, False), (2, False), (3, True),
     ]  # fmt: skip
-    assert torch.load(tmp_path / "rank1.pt", weights_only=False) == []  # rank 0 reports
-    first, second = reports[0][2], reports[1][2]
-    # the two ranks read the training fold once between them (133 samples, one padded)
+    first, second, third = (metrics for _, _, metrics in reports)
+    # the two ranks read the training fold once between them (133 samples, one padded), and
+    # the validation fold's 67 exactly once (Lightning's sampler would pad it to 68)
     assert first["train_samples"] == 134 == second["train_samples"]
-    # linear scaling by 2 ranks, reached over the first epoch's steps
-    assert probe.BASE_LR < first["lr_used"] < 2 * probe.BASE_LR
-    assert second["lr_used"] == pytest.approx(2 * probe.BASE_LR)
+    assert first["val_samples"] == 67 == second["val_samples"]
+    # the module's StepLR halves its own rate every epoch, as in plain Lightning ...
+    assert [m["own_lr"] for m in (first, second, third)] == pytest.approx(
+        [probe.BASE_LR, probe.BASE_LR / 2, probe.BASE_LR / 4]
+    )
+    # ... and each step used it scaled by 2 ranks, reached over the first epoch's steps
+    assert probe.BASE_LR < first["optimizer_lr"] < 2 * probe.BASE_LR
+    assert second["optimizer_lr"] == pytest.approx(2 * second["own_lr"])
+    assert third["optimizer_lr"] == pytest.approx(2 * third["own_lr"])
     # logged in the module's own on_train_epoch_end: reported with its own epoch
     assert [metrics["epoch_mark"] for _, _, metrics in reports] == [1.0, 2.0, 3.0]
+    assert said == []  # every metric synced, every sample counted once
+
+
+@pytest.mark.slow  # spawns two interpreters that import torch and Lightning
+def test_a_datamodule_on_two_ranks_steps_its_scheduler_counts_each_sample_once_and_flags(
+    tmp_path: Path,
+) -> None:
+    reports, said = _probe(
+        tmp_path, "tests.user_tasks.lightning_probe:with_datamodule", interval="step", unsynced=1
+    )
+    first, second, _ = (metrics for _, _, metrics in reports)
+    assert first["train_samples"] == 134 and first["val_samples"] == 67  # not 68: no padding
+    steps = 7  # 67 training samples a rank in batches of 10
+    assert first["own_lr"] == pytest.approx(probe.BASE_LR * 0.9 ** (steps - 1))
+    assert second["own_lr"] == pytest.approx(probe.BASE_LR * 0.9 ** (2 * steps - 1))
+    assert first["optimizer_lr"] == pytest.approx(first["own_lr"] * (1 + (steps - 1) / steps))
+    assert second["optimizer_lr"] == pytest.approx(2 * second["own_lr"])
+    kinds = {kind for kind, _ in said}
+    assert "partial_metric" in kinds  # val_rank_loss, logged without sync_dist
+    (partial,) = [message for kind, message in said if kind == "partial_metric"]
+    assert partial.startswith("val_rank_loss differs from rank to rank in the same epoch")
+    assert any("sync_dist=True" in message for kind, message in said if kind == "lightning")
+
+
+@pytest.mark.parametrize("interval", ["epoch", "step"])
+def test_one_rank_steps_the_modules_scheduler_and_records_the_rate_it_used(interval) -> None:
+    job = make_job(
+        "tests.user_tasks.lightning_probe",
+        params={"interval": interval},
+        epochs=3,
+        batch_size=10,
+        objective={"metric": "val_loss"},
+    )
+    reports = epochs_of(run_local(job))
+    own = [r.metrics["own_lr"] for r in reports]
+    if interval == "epoch":
+        assert own == pytest.approx([probe.BASE_LR * 0.5**e for e in range(3)])
+    else:  # 133 training samples in batches of 10: 14 steps an epoch
+        assert own == pytest.approx([probe.BASE_LR * 0.9 ** (14 * e + 13) for e in range(3)])
+    assert [r.metrics["optimizer_lr"] for r in reports] == pytest.approx(own)  # one rank: 1x
+    assert [r.metrics["val_samples"] for r in reports] == [67.0] * 3

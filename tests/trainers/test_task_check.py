@@ -165,9 +165,9 @@ def test_two_ranks_stream_rank_0s_reports() -> None:
 
 def test_a_fold_past_the_timeout_fails_saying_where_it_was() -> None:
     started = time.monotonic()
-    message = failure(OWN, params={"mode": "sleep"}, epochs=2, timeout=2)
+    message = failure(OWN, params={"mode": "sleep"}, epochs=2, timeout=5)
     assert message == (
-        f"task '{OWN}' failed before its first report: timed out after 2 s: in train_fold for 2 s"
+        f"task '{OWN}' failed before its first report: timed out after 5 s: in train_fold for 5 s"
     )
     assert time.monotonic() - started < 30  # not the abandoned thread's grace
 

@@ -35,10 +35,7 @@ function renderSummary(study) {
     card("Finished / budget", progress, { id: "card-progress" }),
     card("Running · pending", `${p.running} · ${p.pending}`, { id: "card-running" }),
     card("Failed · pruned", `${p.failed} · ${p.pruned}`),
-    card(`Best ${study.spec.objective.metric}`, best
-      ? el("a", { href: `/dashboard/studies/${study.id}/trials/${best.number}`, text: `${fmtValueSe(best.value, best.std_error)}  (#${best.number})` })
-      : "—", { id: "card-best" }),
-    card("Objective", `${study.spec.objective.direction} ${study.spec.objective.metric}`),
+    ...objectiveCards(study, best),
     card("Optimizer", study.spec.optimizer.name),
     card("Task", taskText(study), { id: "card-task" }),
     card("Folds × workers", foldsText(study.spec), { id: "card-folds" }),
@@ -47,7 +44,33 @@ function renderSummary(study) {
     ...(study.holdout ? [card(`Hold-out (trial ${study.holdout.trial ?? "—"})`, holdoutText(study), { id: "card-holdout" })] : []));
   const error = document.getElementById("study-error");
   error.replaceChildren(...(study.error ? [el("div", { class: "callout", text: study.error })] : []),
-    ...(study.waiting ? [el("div", { class: "callout waiting", id: "study-waiting", text: study.waiting })] : []));
+    ...(study.waiting ? [el("div", { class: "callout waiting", id: "study-waiting", text: study.waiting })] : []),
+    ...(study.warnings ?? []).map((w) => warningCallout(study, w)));
+}
+
+/** The best trial and the objective; with several objectives, each of them and the front. */
+function objectiveCards(study, best) {
+  const objectives = study.spec.objectives ?? [];
+  if (objectives.length > 1) {
+    const named = objectives.map((o) => `${o.direction} ${o.metric}`).join(" · ");
+    return [card("Objectives", named, { id: "card-objectives" }),
+      card("Pareto front", state.frontText ?? "—", { id: "card-front" })];
+  }
+  return [card(`Best ${study.spec.objective.metric}`, best
+    ? el("a", { href: `/dashboard/studies/${study.id}/trials/${best.number}`, text: `${fmtValueSe(best.value, best.std_error)}  (#${best.number})` })
+    : "—", { id: "card-best" }),
+  card("Objective", `${study.spec.objective.direction} ${study.spec.objective.metric}`)];
+}
+
+/** A study's warning: what its fold runs knew was suspect, with links to the trials it names. */
+function warningCallout(study, warning) {
+  const links = warning.trials.slice(0, 20).flatMap((n, i) => [i ? ", " : "",
+    el("a", { href: `/dashboard/studies/${study.id}/trials/${n}`, text: `#${n}` })]);
+  const more = warning.trials.length > 20 ? ` and ${warning.trials.length - 20} more` : "";
+  const runs = `${warning.runs} fold run${warning.runs === 1 ? "" : "s"}`;
+  return el("div", { class: "callout warning", "data-kind": warning.kind },
+    el("strong", { text: "Warning: " }), warning.message,
+    el("div", { class: "sub" }, `${runs}; trials `, ...links, more));
 }
 
 /** "5 × 2 (2 in parallel)", "5 ×3 repeats × 2 ...", the scheme under it ("time_series gap 10"). */
@@ -222,6 +245,9 @@ async function loadPareto() {
   if (!severalObjectives()) return;
   const body = await api(`${BASE}/insights/objectives`);
   const front = body.front.filter(Boolean).length;
+  state.frontText = `${front} trial${front === 1 ? "" : "s"} on the front`;
+  const frontCard = document.querySelector("#card-front .value");
+  if (frontCard) frontCard.textContent = state.frontText;
   const infeasible = body.feasible.filter((f) => f === false).length;
   const shown = body.sampled ? `${body.number.length.toLocaleString("en")} of ` : "";
   document.getElementById("pareto-note").textContent = `${shown}${body.count.toLocaleString("en")} completed trials; ${front} on the front (red: no other feasible trial is better on every objective)${infeasible ? `, ${infeasible} infeasible (grey crosses)` : ""}. Click a point to open its trial.`;

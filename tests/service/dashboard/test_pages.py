@@ -13,6 +13,7 @@ from foldwise.schemas import FoldStatus, JobStatus, TrialStatus
 from foldwise.service.db import fold_runs as fold_repo
 from foldwise.service.db import holdout as holdout_repo
 from foldwise.service.db import studies as study_repo
+from foldwise.service.db import study_warnings as warning_repo
 from foldwise.service.db import trials as trial_repo
 from foldwise.trainers.report import EpochReport
 from tests.browser import wait_until
@@ -441,3 +442,53 @@ def test_trials_that_break_a_constraint_are_crosses_off_the_best_line_and_badged
         for n in values
     ]
     assert badges == [0, 1, 0, 1]  # and in the trial table, a badge beside its status
+
+
+def test_study_page_shows_each_warning_with_links_to_its_trials(
+    page, dashboard: Dashboard
+) -> None:
+    partial = "the objective val_loss differs from rank to rank in the same epoch: ..."
+    with dashboard.app.state.sessions.begin() as session:
+        for trial in (3, 1, 3):
+            warning_repo.record_warning(
+                session, dashboard.study_id, "partial_metric", partial, trial
+            )
+        warning_repo.record_warning(session, dashboard.study_id, "task", "made up", 2)
+        study_repo.touch_study(session, dashboard.study_id)
+    open_ready(page, f"/dashboard/studies/{dashboard.study_id}")
+    shown = page.locator(".callout.warning")
+    assert shown.count() == 2
+    first = page.locator(".callout.warning[data-kind=partial_metric]")
+    assert first.inner_text().startswith(f"Warning: {partial}")
+    assert "3 fold runs; trials #1, #3" in first.inner_text()
+    links = first.locator("a").evaluate_all("links => links.map(a => a.getAttribute('href'))")
+    assert links == [f"/dashboard/studies/{dashboard.study_id}/trials/{n}" for n in (1, 3)]
+
+
+def test_a_pareto_study_page_names_its_objectives_and_its_front(
+    page, dashboard: Dashboard
+) -> None:
+    objectives = [
+        {"metric": "val_loss", "direction": "minimize"},
+        {"metric": "n_params", "direction": "minimize"},
+    ]
+    study_id = (
+        _api(dashboard).post("/studies", json=study_spec(objectives=objectives)).json()["id"]
+    )
+    with dashboard.app.state.sessions.begin() as session:
+        for number, values in enumerate([(0.3, 900.0), (0.2, 2000.0), (0.4, 1000.0)]):
+            params = {"lr": 0.1, "depth": 1, "width_1": 16, "act": "relu"}
+            trial = trial_repo.create_trial(session, study_id, params, number=number)
+            trial_repo.finish_trial(
+                session,
+                trial,
+                TrialStatus.COMPLETED,
+                value=values[0],
+                objective_values=[[values[0], 0.01], [values[1], 0.0]],
+            )
+        study_repo.touch_study(session, study_id)
+    open_ready(page, f"/dashboard/studies/{study_id}")
+    assert page.inner_text("#card-objectives .value") == "minimize val_loss · minimize n_params"
+    wait_until(page, "document.querySelector('#card-front .value').textContent !== '—'")
+    assert page.inner_text("#card-front .value") == "2 trials on the front"
+    assert page.locator("#card-best").count() == 0  # no single best to show
