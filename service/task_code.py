@@ -20,9 +20,9 @@ import sys
 import sysconfig
 import uuid
 import zipfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from foldwise.limits import MAX_TASK_CODE_BYTES, MAX_TASK_CODE_FILES
 from foldwise.service.artifact_store import ArtifactStore
@@ -112,16 +112,37 @@ def snapshot_task(task: str, search: Sequence[str] = ()) -> CodeSnapshot | None:
     return None if location is None else snapshot_package(location)
 
 
+def unsafe_name(path: str) -> str | None:
+    """Why ``path`` (a snapshot member, from the package's parent folder) may not be shipped,
+    or None: the one rule of submit and unpack alike. A name must be UTF-8, relative, free of
+    ``..``, empty parts, backslashes and control characters (a newline, say)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not UTF-8"
+    if any(ord(c) < 32 or ord(c) == 127 for c in path):
+        return "holds a control character"
+    if "\\" in path:
+        return "holds a backslash"
+    parts = path.split("/")
+    if path.startswith("/") or any(part in ("", ".", "..") for part in parts):
+        return "is not a plain relative path"
+    return None
+
+
 def snapshot_package(
     location: Path,
     *,
     max_bytes: int = MAX_TASK_CODE_BYTES,
     max_files: int = MAX_TASK_CODE_FILES,
+    skip: Callable[[str, str], None] | None = None,
 ) -> CodeSnapshot:
     """Every file of a package folder (or the one file of a module), without ``__pycache__``,
-    compiled ``.pyc`` files, or dot-files and dot-folders. A symlinked file is read through;
-    a symlinked folder is left out (it may loop). ``TaskCodeError`` past the limits."""
-    paths = [location] if location.is_file() else _package_files(location)
+    compiled ``.pyc`` files, or dot-files and dot-folders. Nothing outside the package enters
+    it: a symlink, like a name that ``unsafe_name`` refuses, is a ``TaskCodeError`` naming
+    it, or with ``skip`` is left out and told to it (the path, and why). ``TaskCodeError``
+    past the limits."""
+    paths = [location] if location.is_file() else _package_files(location, skip)
     files: list[tuple[str, bytes]] = []
     total = 0
     for count, path in enumerate(paths, 1):
@@ -146,18 +167,39 @@ def snapshot_package(
     return CodeSnapshot.of(files)
 
 
-def _package_files(location: Path) -> Iterator[Path]:
+def _package_files(
+    location: Path, skip: Callable[[str, str], None] | None = None
+) -> Iterator[Path]:
     """The files of a package folder that are shipped, lazily (a huge folder is refused
-    before it has all been listed)."""
+    before it has all been listed); a symlink or an unsafe name is refused, or skipped."""
     for folder, dirs, names in os.walk(location):
         here = Path(folder)
-        dirs[:] = sorted(
-            d for d in dirs if _shipped(d) and d != "__pycache__" and not (here / d).is_symlink()
-        )
+        dirs[:] = sorted(d for d in dirs if _shipped(d) and d != "__pycache__")
+        for entry in [*dirs]:
+            if _refused(here / entry, location, skip):
+                dirs.remove(entry)
         for name in sorted(names):
             path = here / name
-            if _shipped(name) and not name.endswith((".pyc", ".pyo")) and path.is_file():
+            if not _shipped(name) or name.endswith((".pyc", ".pyo")):
+                continue
+            if not _refused(path, location, skip) and path.is_file():
                 yield path
+
+
+def _refused(path: Path, location: Path, skip: Callable[[str, str], None] | None) -> bool:
+    """Whether ``path`` is left out: a symlink or an unsafe name, refused (``TaskCodeError``)
+    unless ``skip`` is given, which is told."""
+    member = os.fsdecode(path.relative_to(location.parent))
+    why = "is a symlink" if path.is_symlink() else unsafe_name(member)
+    if why is None:
+        return False
+    if skip is None:
+        raise TaskCodeError(
+            f"task package file {member!r} {why}: a package ships its own files only, under "
+            "plain UTF-8 names (copy what it links to into it, or rename it)"
+        )
+    skip(member, why)
+    return True
 
 
 def _shipped(name: str) -> bool:
@@ -184,17 +226,12 @@ def unzip_snapshot(data: bytes, expected: str) -> CodeSnapshot:
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
         raise TaskCodeError(f"task code {expected[:12]} is not a readable archive") from exc
     for path, _data in files:
-        if not _safe_member(path):
+        if unsafe_name(path) is not None:
             raise TaskCodeError(f"task code {expected[:12]} holds an unsafe path {path!r}")
     snapshot = CodeSnapshot.of(files)
     if snapshot.hash != expected:
         raise TaskCodeError(f"task code {expected[:12]} does not match its hash")
     return snapshot
-
-
-def _safe_member(path: str) -> bool:
-    parts = PurePosixPath(path).parts
-    return bool(parts) and not path.startswith("/") and ".." not in parts and "\\" not in path
 
 
 def keep_snapshot(store: ArtifactStore, snapshot: CodeSnapshot) -> None:
@@ -207,8 +244,11 @@ def keep_snapshot(store: ArtifactStore, snapshot: CodeSnapshot) -> None:
 class CodeCache:
     """Snapshots unpacked on this machine, a folder per hash: what Ray's ``py_modules`` get.
 
-    A folder appears whole (written aside, then renamed into place) and is never changed, so
-    several processes may share the cache.
+    A folder appears whole (written aside, then renamed into place), and it is used only while
+    its files are the snapshot's: each use checks them against the hash (a stat of every file,
+    and their content again when a stat moved), so a folder that anything changed since it
+    was unpacked (a study's own code, say) is unpacked afresh from the snapshot, never used.
+    Several processes may share the cache.
 
         >>> cache = CodeCache(tmp)  # doctest: +SKIP
         >>> cache.unpack(snapshot_task("labtasks.mlp:task"))  # doctest: +SKIP
@@ -217,25 +257,35 @@ class CodeCache:
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory).resolve()
+        self._verified: dict[str, tuple[tuple[str, int, int, int, int], ...]] = {}
+        """Each folder's stat signature when its content last matched its hash."""
 
     def module_path(self, hash_: str) -> Path | None:
-        """The unpacked package (or module file) of snapshot ``hash_``, if it is here."""
+        """The unpacked package (or module file) of snapshot ``hash_``, if it is here as the
+        snapshot was."""
         folder = self.directory / hash_
         entries = list(folder.iterdir()) if folder.is_dir() else []
-        return entries[0] if len(entries) == 1 else None
+        if len(entries) != 1 or not self._intact(folder, hash_):
+            return None
+        return entries[0]
+
+    def snapshot(self, hash_: str) -> CodeSnapshot | None:
+        """Snapshot ``hash_`` as this cache holds it (checked), or None."""
+        if self.module_path(hash_) is None:
+            return None
+        return CodeSnapshot.of(_folder_files(self.directory / hash_) or ())
 
     def unpack(self, snapshot: CodeSnapshot) -> Path:
-        """The snapshot's package in the cache, written there if it is not yet."""
+        """The snapshot's package in the cache, written there if it is not yet (or not as
+        the snapshot was)."""
         found = self.module_path(snapshot.hash)
         if found is not None:
             return found
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._discard(snapshot.hash)
         partial = self.directory / f".partial-{uuid.uuid4().hex}"
         try:
-            for path, data in snapshot.files:
-                target = partial / path
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(data)
+            write_files(partial, snapshot)
             try:
                 partial.rename(self.directory / snapshot.hash)
             except OSError:  # another process put it there first
@@ -247,7 +297,7 @@ class CodeCache:
 
     def fetch(self, store: ArtifactStore, hash_: str) -> Path:
         """Snapshot ``hash_`` unpacked here, read from the artifact store when it is not yet
-        (a restarted service, or another instance than the one it was submitted to)."""
+        or not as it was (a restarted service, another instance, a changed folder)."""
         found = self.module_path(hash_)
         if found is not None:
             return found
@@ -257,3 +307,95 @@ class CodeCache:
                 f"task code {hash_[:12]} is not in the artifact store ({store.location})"
             )
         return self.unpack(unzip_snapshot(data, hash_))
+
+    def _intact(self, folder: Path, hash_: str) -> bool:
+        """Whether ``folder`` holds exactly the files of snapshot ``hash_``."""
+        signature = _signature(folder)
+        if signature is not None and self._verified.get(hash_) == signature:
+            return True
+        files = _folder_files(folder)
+        if files is None or code_hash(files) != hash_:
+            self._verified.pop(hash_, None)
+            return False
+        if signature is not None:
+            self._verified[hash_] = signature
+        return True
+
+    def _discard(self, hash_: str) -> None:
+        """Take a folder that is not the snapshot's out of the cache (renamed aside at once,
+        then removed)."""
+        folder = self.directory / hash_
+        if not folder.exists():
+            return
+        stale = self.directory / f".stale-{uuid.uuid4().hex}"
+        try:
+            folder.rename(stale)
+        except OSError:
+            return  # another process moved it first
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def write_files(root: Path, snapshot: CodeSnapshot) -> None:
+    """The snapshot's files under ``root`` (each path from the package's parent folder)."""
+    for path, data in snapshot.files:
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
+def unpacked_snapshot(location: Path) -> CodeSnapshot:
+    """The snapshot an unpacked package (a code cache's ``module_path``) holds."""
+    if location.is_file():
+        return CodeSnapshot.of([(location.name, location.read_bytes())])
+    files = _folder_files(location, top=location.name)
+    if not files:
+        raise TaskCodeError(f"task code at {location} is not an unpacked snapshot")
+    return CodeSnapshot.of(files)
+
+
+def package_matches(location: Path, hash_: str) -> bool:
+    """Whether the unpacked package at ``location`` (its folder, or a module's file) holds
+    exactly the files of snapshot ``hash_``: nothing added, changed or linked."""
+    if location.is_file() and not location.is_symlink():
+        return code_hash([(location.name, location.read_bytes())]) == hash_
+    files = _folder_files(location, top=location.name)
+    return files is not None and code_hash(files) == hash_
+
+
+def _folder_files(folder: Path, top: str | None = None) -> list[tuple[str, bytes]] | None:
+    """Every file under ``folder`` by its path from it (from its parent, with ``top``), or
+    None when something there is not a plain file or folder (a symlink) or not UTF-8."""
+    files = []
+    for here, dirs, names in os.walk(folder):
+        for name in [*dirs, *names]:
+            path = Path(here, name)
+            if path.is_symlink() or not (path.is_dir() or path.is_file()):
+                return None
+        for name in names:
+            path = Path(here, name)
+            member = path.relative_to(folder).as_posix()
+            member = member if top is None else f"{top}/{member}"
+            if unsafe_name(member) is not None:
+                return None
+            try:
+                files.append((member, path.read_bytes()))
+            except OSError:
+                return None
+    return files
+
+
+def _signature(folder: Path) -> tuple[tuple[str, int, int, int, int], ...] | None:
+    """Every entry under ``folder`` with what any change to it moves: its inode, size,
+    modification and status-change times (a process can set the first three back, never the
+    status change)."""
+    entries = []
+    try:
+        for here, dirs, names in os.walk(folder):
+            for name in [here, *(os.path.join(here, n) for n in [*dirs, *names])]:
+                info = os.lstat(name)
+                entries.append(
+                    (name, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+                )
+    except OSError:
+        return None
+    return tuple(sorted(entries))

@@ -16,7 +16,13 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-from foldwise.service.task_code import OWN_PACKAGES, find_package
+from foldwise.service.task_code import (
+    OWN_PACKAGES,
+    CodeCache,
+    TaskCodeError,
+    find_package,
+    snapshot_package,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +50,14 @@ def code_runtime_env(path: str) -> dict[str, Any]:
     return {"py_modules": list(env["py_modules"])}
 
 
-def task_module_paths(prefixes: Sequence[str], search: Sequence[str] = ()) -> list[str]:
-    """The directory (a package) or file (a module) of the top-level package of each allowed
-    task prefix, found in ``search`` and then ``sys.path``; prefixes found nowhere are left to
-    the workers' own installation (and logged)."""
+def task_module_paths(
+    prefixes: Sequence[str], search: Sequence[str] = (), *, cache: CodeCache
+) -> list[str]:
+    """The package (or module) of the top-level name of each allowed task prefix, found in
+    ``search`` and then ``sys.path``, as a copy in ``cache`` of what a snapshot of it holds:
+    what Ray ships whatever the folder on disk holds (a name that is not UTF-8, a symlink, a
+    backslash: left out, and logged, so the service starts). Prefixes found nowhere, or past
+    the snapshot limits, are left to the workers' own installation (and logged)."""
     paths: list[str] = []
     for top in dict.fromkeys(prefix.split(".")[0] for prefix in prefixes):
         location = find_package(top, search)
@@ -55,5 +65,16 @@ def task_module_paths(prefixes: Sequence[str], search: Sequence[str] = ()) -> li
             if top not in OWN_PACKAGES:
                 log.info("task package %r is not shipped from here; workers must have it", top)
             continue
-        paths.append(str(location))
+        try:
+            snapshot = snapshot_package(location, skip=_left_out)
+        except TaskCodeError as exc:
+            log.warning(
+                "task package %r is not shipped from here (%s); workers must have it", top, exc
+            )
+            continue
+        paths.append(str(cache.unpack(snapshot)))
     return list(dict.fromkeys(paths))
+
+
+def _left_out(path: str, why: str) -> None:
+    log.warning("task package file %r is not shipped: it %s", path, why)

@@ -37,7 +37,8 @@ async def score_in_worker(
         ) from exc
     reusable = False
     try:
-        outcome, text = await group.actors[0].score.remote(job, models)
+        archive = None if code is None else code.archive
+        outcome, text = await group.actors[0].score.remote(job, models, archive)
         reusable = True
     except ray.exceptions.RayError as exc:
         raise FoldFailed(

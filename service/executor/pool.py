@@ -47,6 +47,9 @@ class TaskCode:
 
     hash: str
     path: str
+    archive: Any = field(default=None, compare=False)
+    """The snapshot's zip in Ray's object store (a reference in a list), for a worker to put
+    its copy back from when it finds it changed."""
 
 
 @dataclass

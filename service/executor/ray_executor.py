@@ -38,7 +38,7 @@ from foldwise.service.executor.ray_init import init_ray
 from foldwise.service.executor.ray_reaper import RayReaper, local_raylet_pid, start_ray_reaper
 from foldwise.service.executor.task_probe import describe_remotely
 from foldwise.service.metrics import FOLD_QUEUE_WAIT
-from foldwise.service.task_code import CodeCache, TaskCodeError
+from foldwise.service.task_code import CodeCache, TaskCodeError, zip_snapshot
 from foldwise.trainers.job import FoldJob, trained_seconds
 from foldwise.trainers.report import EpochReport, FoldEvent, SavedArtifact
 from foldwise.trainers.task import TaskProfile
@@ -97,6 +97,8 @@ class RayExecutor:
         self.artifacts = artifacts
         self.code_cache = code_cache
         self.pool = WorkerPool(max_idle_groups=max_idle_groups)
+        self._archives: dict[str, list[Any]] = {}
+        """Each snapshot's zip in Ray's object store, by hash (``_archive``)."""
         self.cluster = ClusterView(self.pool)
         self.last_run_stats: FoldRunStats | None = None
         self._owns_ray = False
@@ -255,13 +257,26 @@ class RayExecutor:
             )
         try:
             path = await asyncio.to_thread(self.code_cache.fetch, self.artifacts, job.code_hash)
+            archive = await asyncio.to_thread(self._archive, job.code_hash)
         except TaskCodeError as exc:
             raise FoldFailed(str(exc), retryable=False) from exc
         except Exception as exc:
             why = f"{type(exc).__name__}: {exc}"
             message = f"task code {job.code_hash[:12]} could not be fetched: {why}"
             raise FoldFailed(message, retryable=True) from exc
-        return TaskCode(job.code_hash, str(path))
+        return TaskCode(job.code_hash, str(path), archive)
+
+    def _archive(self, hash_: str) -> list[Any]:
+        """Snapshot ``hash_`` as a zip in Ray's object store, once, in a list (Ray hands a
+        worker the reference, not the bytes): what a worker whose unpacked copy was changed
+        puts back (``DDPWorker``). Blocking."""
+        if hash_ not in self._archives:
+            assert self.code_cache is not None
+            snapshot = self.code_cache.snapshot(hash_)
+            if snapshot is None:
+                raise TaskCodeError(f"task code {hash_[:12]} is not in the code cache")
+            self._archives[hash_] = [ray.put(zip_snapshot(snapshot))]
+        return self._archives[hash_]
 
     async def _restore_for(self, job: FoldJob) -> Any:
         """For a job that keeps artifacts in the store: the checkpoint a retried attempt resumes
@@ -317,6 +332,7 @@ class RayExecutor:
                         run_key,
                         restore if rank == 0 else None,
                         local_ranks[rank],
+                        self._archives.get(job.code_hash) if job.code_hash else None,
                     ),
                     queue,
                 )
@@ -398,7 +414,9 @@ class RayExecutor:
         service's own PYTHONPATH and working directory (where ``describe_in_subprocess`` finds
         a task too)."""
         env: dict[str, Any] = {}
-        modules = task_module_paths(self.task_modules, [*self.worker_pythonpath, os.getcwd()])
+        cache = self.code_cache or CodeCache(Path(tempfile.gettempdir()) / "foldwise-code")
+        search = [*self.worker_pythonpath, os.getcwd()]
+        modules = task_module_paths(self.task_modules, search, cache=cache)
         if modules:
             env["py_modules"] = modules
         if not self.address:

@@ -8,19 +8,27 @@ from typing import Any
 
 import ray
 
+from foldwise.service.executor.code_restore import run_as_submitted
 from foldwise.service.executor.code_shipping import code_runtime_env
+from foldwise.service.task_code import unpacked_snapshot, zip_snapshot
 from foldwise.trainers.task import TaskNotFound, TaskProfile
 
 
 @ray.remote(num_cpus=0, max_retries=0)
-def describe_task(name: str, options: str = "{}") -> tuple[str, str]:
+def describe_task(
+    name: str,
+    options: str = "{}",
+    code_hash: str | None = None,
+    archive: list[Any] | None = None,
+) -> tuple[str, str]:
     """("profile", the task's profile as JSON) of task ``name``, or ("error", why it cannot be
-    loaded); imports and, for a class, constructs the user's code. Only plain strings go back:
-    an exception of the user's own class would be unpickled, its module imported, in the
-    service's process."""
+    loaded); imports and, for a class, constructs the user's code, from snapshot
+    ``code_hash`` as submitted (``code_restore``). Only plain strings go back: an exception of
+    the user's own class would be unpickled, its module imported, in the service's process."""
     from foldwise.trainers.task import resolve_task
 
     try:
+        run_as_submitted(name, code_hash, archive)
         return "profile", resolve_task(name).profile(json.loads(options)).to_json()
     except BaseException as exc:  # any failure of the user's code: its reason, as text
         try:
@@ -41,10 +49,13 @@ def describe_remotely(
     unpacked package), the worker imports the task from that snapshot; ``options`` are the
     study's ``trainer.options`` (what test data the task gives may depend on them)."""
     try:
-        task = describe_task
+        task, hash_, archive = describe_task, None, None
         if code is not None:
             task = describe_task.options(runtime_env=code_runtime_env(str(code)))
-        outcome, text = ray.get(task.remote(name, json.dumps(options or {})), timeout=timeout)
+            snapshot = unpacked_snapshot(code)
+            hash_, archive = snapshot.hash, [ray.put(zip_snapshot(snapshot))]
+        said = task.remote(name, json.dumps(options or {}), hash_, archive)
+        outcome, text = ray.get(said, timeout=timeout)
     except ray.exceptions.GetTimeoutError as exc:
         raise TaskNotFound(f"task {name!r}: loading it took more than {timeout:g} s") from exc
     except ray.exceptions.RayError as exc:  # the worker died (the task's code exited, say)

@@ -1,19 +1,24 @@
 """DDPWorker: a Ray actor that runs fold after fold as one rank of a DDP process group.
 
 Actors are kept warm by the pool, so torch is imported and a task's data is loaded once per actor,
-not once per fold run.
+not once per fold run. Each run starts from the study's code as submitted: the package this
+worker imports is checked against the snapshot's hash (and put back from the snapshot when a
+run changed it), and imported afresh; each run ends with every process it started.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import traceback
 from collections.abc import Iterator
 from typing import Any
 
+import psutil
 import ray
 
+from foldwise.service.executor.code_restore import run_as_submitted
 from foldwise.trainers.job import FoldJob
 from foldwise.trainers.report import FoldEvent
 
@@ -91,10 +96,13 @@ class DDPWorker:
         run_key: str = "",
         restore: bytes | None = None,
         local_rank: int | None = None,
+        archive: list[Any] | None = None,
     ) -> Iterator[FoldEvent]:
         """Train `job` as `rank`; yield what rank 0 reports (``trainers.report``).
         `stop(run_key)` ends it after the epoch in progress; a resumed job (rank 0) continues
-        from `restore`, the checkpoint's bytes."""
+        from `restore`, the checkpoint's bytes. `archive`: the job's snapshot as a zip in
+        Ray's object store (a reference in a list), to put its code back from."""
+        run_as_submitted(job.task, job.code_hash, archive)
         store = None
         if rank == 0:  # a store serves one run: see trainers.ddp.master_store
             store, self._master = self._master, None
@@ -112,19 +120,25 @@ class DDPWorker:
             restore=restore if rank == 0 else None,
         )
         self._runs[run_key] = runner
+        started = _children()
         try:
             yield from runner.events()
         finally:
             self._stops.discard(run_key)
             self._runs.pop(run_key, None)
+            end_processes(_children() - started)
 
-    def score(self, job: FoldJob, models: list[bytes]) -> tuple[str, str]:
+    def score(
+        self, job: FoldJob, models: list[bytes], archive: list[Any] | None = None
+    ) -> tuple[str, str]:
         """("scores", the hold-out score of ``models`` on ``job``'s task's test data as JSON,
         ``trainers.holdout``) or ("error", why in one line, then the traceback): only plain
         values go back, never an exception of the user's own class."""
         from foldwise.trainers.holdout import score_saved_models
 
+        started = _children()
         try:
+            run_as_submitted(job.task, job.code_hash, archive)
             scores = score_saved_models(
                 job.task,
                 job.trainer.options,
@@ -139,6 +153,8 @@ class DDPWorker:
             except BaseException:
                 line = type(exc).__name__
             return "error", f"{line}\n{traceback.format_exc()}"
+        finally:
+            end_processes(_children() - started)
 
     def _load(self, job: FoldJob) -> Any:
         """The task's data, cached per (task, options); only the latest few stay in memory."""
@@ -167,3 +183,26 @@ class DDPWorker:
         if not gpu_ids:
             raise RuntimeError("backend nccl needs a GPU, but this worker was assigned none")
         return f"cuda:{visible.index(gpu_ids[0]) if gpu_ids[0] in visible else 0}"
+
+
+END_GRACE_S = 3.0
+"""How long a process a run started has to end once asked, before it is killed."""
+
+
+def _children() -> set[psutil.Process]:
+    try:
+        return set(psutil.Process().children(recursive=True))
+    except psutil.Error:
+        return set()
+
+
+def end_processes(processes: set[psutil.Process]) -> None:
+    """Ask ``processes`` (what a run started and left: DataLoader workers, a subprocess of
+    the task's) to end, and kill those still there ``END_GRACE_S`` later."""
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            process.terminate()
+    _gone, alive = psutil.wait_procs(list(processes), timeout=END_GRACE_S)
+    for process in alive:
+        with contextlib.suppress(psutil.Error):
+            process.kill()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import io
 import re
@@ -14,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import ray
 import torch
@@ -227,6 +229,25 @@ def test_a_warm_group_runs_fold_after_fold_without_hanging(runner, executor) -> 
 
     group, runs = runner.run(scenario())
     assert group in executor.pool.idle_groups and group.runs == runs + WARM_RUNS
+
+
+@pytest.mark.slow
+def test_every_process_a_fold_starts_ends_with_the_run(runner, executor) -> None:
+    """A process the fold function started and left (a DataLoader's workers, a subprocess of
+    the user's) ends with the run, on a worker that stays warm for the next fold."""
+    objective = {"objective": {"metric": "val_loss"}}
+    job = _job("tests.user_tasks.own_loop", epochs=1, mode="spawn", job=objective)
+    (report,) = runner.run(_collect(executor, job))
+    pid = int(report.metrics["child_pid"])
+    deadline = time.monotonic() + 15
+    while psutil.pid_exists(pid) and time.monotonic() < deadline:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                break  # ended, and not yet reaped by its parent
+        time.sleep(0.2)
+    else:
+        assert not psutil.pid_exists(pid), "the fold's process outlived its run"
+    assert [g for g in executor.pool.idle_groups if g.shape == (2, CPUS, 0.0)]
 
 
 class _ImportRecorder:

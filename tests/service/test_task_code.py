@@ -21,8 +21,10 @@ from foldwise.service.task_code import (
     TaskCodeError,
     code_key,
     keep_snapshot,
+    package_matches,
     snapshot_package,
     snapshot_task,
+    unsafe_name,
     unzip_snapshot,
     zip_snapshot,
 )
@@ -62,20 +64,94 @@ def test_a_snapshot_holds_the_packages_files_and_leaves_caches_and_dot_files(
     tmp_path: Path,
 ) -> None:
     package = _package(tmp_path)
-    (tmp_path / "elsewhere").mkdir()
-    (tmp_path / "elsewhere" / "big.bin").write_bytes(b"x" * 100)
-    (package / "linked").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
-    (package / "shared.txt").symlink_to(tmp_path / "elsewhere" / "big.bin")
     snapshot = snapshot_package(package)
     assert [path for path, _data in snapshot.files] == [
         "labpkg/__init__.py",
-        "labpkg/shared.txt",  # a linked file is read through; a linked folder may loop
         "labpkg/sub/__init__.py",
         "labpkg/sub/table.csv",
         "labpkg/task.py",
     ]
-    assert dict(snapshot.files)["labpkg/shared.txt"] == b"x" * 100
     assert snapshot.top == "labpkg" and len(snapshot.hash) == 64
+
+
+@pytest.mark.parametrize("linked", ["file", "folder"])
+def test_nothing_outside_the_package_enters_a_snapshot(tmp_path: Path, linked: str) -> None:
+    """A symlink (to the API process's environment, the database file, another package) is
+    refused naming it; the service's start, which ships the allowed packages, leaves it out."""
+    package = _package(tmp_path)
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "db.sqlite").write_bytes(b"the database")
+    if linked == "file":
+        (package / "sub" / "environ").symlink_to(tmp_path / "secret" / "db.sqlite")
+        name = "labpkg/sub/environ"
+    else:
+        (package / "data").symlink_to(tmp_path / "secret", target_is_directory=True)
+        name = "labpkg/data"
+    with pytest.raises(TaskCodeError, match=f"task package file '{name}' is a symlink"):
+        snapshot_package(package)
+    skipped: list[tuple[str, str]] = []
+    kept = snapshot_package(package, skip=lambda path, why: skipped.append((path, why)))
+    assert skipped == [(name, "is a symlink")]
+    assert all(b"the database" not in data for _path, data in kept.files)
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        (os.fsdecode(b"caf\xe9.py"), "is not UTF-8"),
+        ("x\\..\\..\\evil.py", "holds a backslash"),
+        ("two\nlines.py", "holds a control character"),
+    ],
+)
+def test_a_name_submit_would_ship_is_one_unpack_takes(tmp_path: Path, name: str, why: str) -> None:
+    package = _package(tmp_path)
+    (package / name).write_text("")
+    with pytest.raises(TaskCodeError, match="task package file 'labpkg/") as refused:
+        snapshot_package(package)
+    assert why in str(refused.value) and repr(f"labpkg/{name}") in str(refused.value)
+    skipped: list[str] = []
+    kept = snapshot_package(package, skip=lambda path, why: skipped.append(path))
+    assert skipped == [f"labpkg/{name}"]
+    assert unzip_snapshot(zip_snapshot(kept), kept.hash) == kept  # what is kept, unpacks
+    assert unsafe_name(f"labpkg/{name}") == why  # and unpack judges it by the same rule
+    for bad in ("../evil.py", "/etc/passwd", "labpkg//x.py", "labpkg/./x.py"):
+        assert unsafe_name(bad) == "is not a plain relative path"
+
+
+def _planted_bytecode(package: Path) -> None:
+    (package / "__pycache__").mkdir()  # Python would load it in place of task.py
+    (package / "__pycache__" / "task.cpython-311.pyc").write_bytes(b"\0compiled")
+
+
+def test_a_cache_folder_changed_after_it_was_unpacked_is_unpacked_afresh(tmp_path: Path) -> None:
+    """What a study's code (or anyone) appends to, adds to or links into the cache is never
+    used: the folder is checked against its hash at each use and rebuilt from the snapshot."""
+    snapshot = snapshot_package(_package(tmp_path / "src"))
+    store = artifact_store(tmp_path / "artifacts")
+    keep_snapshot(store, snapshot)
+    cache = CodeCache(tmp_path / "cache")
+    task = cache.unpack(snapshot) / "task.py"
+    original = task.read_bytes()
+    tampers = [
+        lambda: task.write_bytes(original + b"\nraise SystemExit('poisoned')\n"),
+        lambda: _planted_bytecode(task.parent),
+        lambda: (task.parent / "extra.py").symlink_to(tmp_path / "elsewhere.py"),
+    ]
+    for tamper in tampers:
+        tamper()
+        assert cache.module_path(snapshot.hash) is None  # not as the snapshot was
+        assert cache.fetch(store, snapshot.hash) == task.parent  # from the stored zip
+        assert task.read_bytes() == original
+        assert cache.snapshot(snapshot.hash) == snapshot
+    size = os.stat(task).st_size  # the same size and times back: the status change tells
+    stat = os.stat(task)
+    task.write_bytes(original.replace(b"classification", b"regressionXYZ1"))
+    os.utime(task, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert os.stat(task).st_size == size
+    assert cache.unpack(snapshot) == task.parent and task.read_bytes() == original
+    assert package_matches(task.parent, snapshot.hash)
+    task.write_bytes(b"")
+    assert not package_matches(task.parent, snapshot.hash)
 
 
 def test_the_hash_is_of_content_only(tmp_path: Path) -> None:
@@ -221,3 +297,35 @@ def test_a_submitted_study_keeps_its_codes_hash_and_its_code(
     assert too_big.status_code == 422
     [error] = too_big.json()["detail"]
     assert error["loc"] == ["body", "trainer", "task"] and "50 MiB" in error["msg"]
+
+
+@pytest.mark.parametrize(
+    ("planted", "named"),
+    [
+        (lambda p: (p / os.fsdecode(b"r\xe9sum\xe9.py")).write_text(""), "'labpkg/r\\udce9sum"),
+        (lambda p: (p / "x\\..\\..\\evil.py").write_text(""), "'labpkg/x\\\\..\\\\..\\\\evil"),
+        (lambda p: (p / "environ").symlink_to("/proc/self/environ"), "'labpkg/environ' is a sym"),
+    ],
+    ids=["not-utf8", "backslashes", "symlink"],
+)
+def test_a_package_a_snapshot_cannot_take_is_a_422_naming_the_file_and_stores_nothing(
+    database_url: str, tmp_path: Path, monkeypatch, planted, named: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    planted(_package(tmp_path))
+    settings = {
+        "task_modules": ["labpkg"],
+        "artifact_dir": tmp_path / "artifacts",
+        "code_cache_dir": tmp_path / "cache",
+    }
+    spec = study_spec(trainer={"task": "labpkg.task", "epochs": 1, "batch_size": 32})
+    spec["objective"] = {"metric": "val_accuracy", "direction": "maximize"}
+    with signed_in_client(database_url, **settings) as api:
+        response = api.post("/studies", json=spec)
+        assert response.status_code == 422, response.text
+        [error] = response.json()["detail"]
+        assert error["loc"] == ["body", "trainer", "task"] and named in error["msg"]
+        assert api.get("/studies").json()["count"] == 0
+    assert not (tmp_path / "artifacts").exists() or not list(
+        (tmp_path / "artifacts").rglob("*.zip")
+    )

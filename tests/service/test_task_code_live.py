@@ -167,6 +167,78 @@ def test_a_running_study_keeps_its_code_when_the_file_changes(
     _completed(api, study["id"])
 
 
+POISONER = '''"""A task whose study with trainer.options.poison tries to change the code of the
+next study of the same snapshot: on disk (its unpacked file) and in memory (its module)."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+from torch import nn
+
+kind = "classification"
+POISONED = False
+SEEN = {}
+
+
+def load_data(options):
+    SEEN.update(options=options)
+    if options.get("poison"):
+        here = Path(__file__)
+        here.write_text(here.read_text() + "\\nraise RuntimeError('poisoned on disk')\\n")
+        sys.modules[__name__].POISONED = True
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(64, 4)).astype(np.float32)
+    return X, (X[:, 0] > 0).astype(np.int64)
+
+
+def build_model(params):
+    if POISONED and not SEEN["options"].get("poison"):
+        raise RuntimeError("poisoned in memory")
+    return nn.Linear(4, 2)
+'''
+
+
+def _poisoning_spec(name: str, poison: bool) -> dict[str, Any]:
+    spec = _spec(name)
+    spec["trainer"]["options"] = {"poison": True} if poison else {}
+    return spec
+
+
+def test_no_study_can_change_the_code_another_study_of_the_same_snapshot_runs(
+    home: Path, live: LiveService, api: httpx.Client
+) -> None:
+    """The first study writes to its unpacked code and to its module in memory; the next study
+    of the same snapshot, on the same warm workers, runs the code as submitted."""
+    _write(home, POISONER)
+    poisoner = api.post("/studies", json=_poisoning_spec("poisoner", True)).json()
+    _completed(api, poisoner["id"])  # its own folds ran before it wrote anything
+    victim = api.post("/studies", json=_poisoning_spec("victim", False)).json()
+    assert victim["code_hash"] == poisoner["code_hash"]
+    _completed(api, victim["id"])
+
+
+def test_a_code_cache_changed_while_the_service_was_down_is_unpacked_afresh(
+    home: Path, live: LiveService
+) -> None:
+    """What anything appended to the service's code cache is never run: after a restart, a
+    study of the same snapshot runs the stored copy, and the cache holds it again."""
+    _write(home, WORKS)
+    with live.http() as api:
+        first = _submit(api, "before the restart")
+        _completed(api, first["id"])
+    cached = home / "first-code" / first["code_hash"] / "labedit" / "task.py"
+    original = cached.read_text()
+    live.stop()
+    cached.write_text(original + "\nraise RuntimeError('poisoned in the cache')\n")
+    live.start()
+    with live.http() as api:
+        again = _submit(api, "after the restart")
+        assert again["code_hash"] == first["code_hash"]
+        _completed(api, again["id"])
+    assert cached.read_text() == original
+
+
 def test_another_instance_runs_the_studys_code_from_the_artifact_store(
     home: Path, live: LiveService, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,11 +9,14 @@ val_accuracy and train_noise (the mean of the augmentation noise it saw in the e
 "no_objective" reports train_loss only; "early" makes rank 1 return after one epoch; "raise"
 raises on rank 1 before its first report; "skip_collective" makes rank 1 skip an all-reduce
 rank 0 calls before its first report (a deadlock); "ignore_stop" never checks
-``should_stop``; "sleep" sleeps an hour before it.
+``should_stop``; "sleep" sleeps an hour before it; "spawn" starts a process that would
+sleep for ten minutes and reports its pid (``child_pid``).
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -130,6 +133,9 @@ def train_fold(ctx: Any) -> None:
             report["val_accuracy"] = float("nan")
         if mode == "no_objective":
             report = {"train_loss": loss_sum / seen}
+        if mode == "spawn" and epoch == 0:
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+            report["child_pid"] = float(ctx.max(child.pid if ctx.rank == 0 else 0))
         ctx.report(epoch, **report)
         ctx.save_model(model, note="own loop")
         if ctx.should_stop() and mode != "ignore_stop":
