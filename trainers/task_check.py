@@ -9,6 +9,7 @@ fit the data, a metric declared but never reported) raises ``CheckFailed`` with 
 
 from __future__ import annotations
 
+import multiprocessing
 import sys
 import threading
 import time
@@ -328,7 +329,11 @@ def _rank_main(
 ) -> None:
     """One spawned rank: run the fold, send rank 0's reports and this rank's end. Past the
     job's ``fold_timeout`` it sends where it is at once (a rank stuck in a collective could
-    not say so later); the parent then ends every rank."""
+    not say so later); the parent then ends every rank. The processes the fold starts
+    (DataLoader workers) fork from it, as they do from the service's workers: a spawned rank
+    would otherwise spawn each of them too, importing torch and the task every epoch."""
+    if "fork" in multiprocessing.get_all_start_methods():
+        multiprocessing.set_start_method("fork", force=True)
     runner = FoldRunner(
         job,
         rank=rank,

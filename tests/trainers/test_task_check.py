@@ -163,6 +163,19 @@ def test_two_ranks_stream_rank_0s_reports() -> None:
     assert reports[-1].metrics["lr"] == pytest.approx(0.1)  # scaled by the two ranks
 
 
+@pytest.mark.slow  # two spawned interpreters import torch
+def test_spawned_ranks_fork_their_dataloader_workers_as_the_services_workers_do() -> None:
+    """A spawned rank's DataLoader workers were spawned too, each importing torch and the
+    task again: 40-110 s an epoch against about 1 s in the service."""
+    _, reports, _ = run(
+        "tests.user_tasks.rank_probe:loader_fork",
+        params={"mode": "loader_fork"},
+        epochs=1,
+        workers=2,
+    )
+    assert reports[0].metrics["forked"] == 1.0
+
+
 def test_a_fold_past_the_timeout_fails_saying_where_it_was() -> None:
     started = time.monotonic()
     message = failure(OWN, params={"mode": "sleep"}, epochs=2, timeout=5)

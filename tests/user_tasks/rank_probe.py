@@ -5,11 +5,13 @@ on every rank and reports whether the ranks drew alike (and rank 0's torch draw)
 joins tensors, arrays, lists and objects of unequal sizes per rank; "auroc" scores the
 validation fold with scikit-learn's AUROC, over this rank's share (``val_auroc``, a partial
 metric) and over the whole fold (``val_auroc_whole``, from ``ctx.gather``); "plain_step" and
-"ctx_step" train with ``optimizer.step()`` or ``ctx.optimizer_step``.
+"ctx_step" train with ``optimizer.step()`` or ``ctx.optimizer_step``; "loader_fork" reports
+whether a DataLoader worker of the rank was forked from it (``forked``).
 """
 
 from __future__ import annotations
 
+import os
 import random
 from typing import Any
 
@@ -30,6 +32,7 @@ metrics = [
     "val_auroc",
     "val_auroc_whole",
     "val_count",
+    "forked",
 ]
 SAMPLES = 201
 
@@ -49,7 +52,20 @@ class _Draws(Dataset):
         return torch.rand(1)  # in the worker process: from the seed torch gave it
 
 
+RANK_PID: int | None = None
+"""Set by the rank before its DataLoader starts: a forked worker sees it, a spawned one not."""
+
+
+class _Forked(Dataset):
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, index: int) -> float:
+        return float(os.getppid() == RANK_PID)
+
+
 def train_fold(ctx: Any) -> None:
+    global RANK_PID
     mode = ctx.params["mode"]
     report: dict[str, float] = {"val_score": 0.5}
     if mode == "streams":
@@ -59,6 +75,10 @@ def train_fold(ctx: Any) -> None:
         for i, name in enumerate(("same_torch", "same_numpy", "same_random", "same_worker")):
             report[name] = float(len({rank[i] for rank in seen}) == 1)
         report["draw"] = draws[0]
+    elif mode == "loader_fork":
+        RANK_PID = os.getpid()
+        report["forked"] = float(next(iter(DataLoader(_Forked(), num_workers=1))).item())
+        report["forked"] = ctx.sum(report["forked"]) / ctx.world_size
     elif mode == "gather":
         mine = ctx.rank + 1  # rank 0 sends 1 of each, rank 1 sends 2
         tensors = ctx.gather(torch.full((mine, 2), float(ctx.rank)))
@@ -106,3 +126,14 @@ def _train(ctx: Any, mode: str, epoch: int = 0) -> None:
             optimizer.step()
         else:
             ctx.optimizer_step(optimizer, epoch, step, len(loader))
+
+
+class _LoaderFork:
+    """The "loader_fork" mode as a task of its own, declaring only what it reports."""
+
+    metrics = ["val_score", "forked"]
+    load_data = staticmethod(load_data)
+    train_fold = staticmethod(train_fold)
+
+
+loader_fork = _LoaderFork()
