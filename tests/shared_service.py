@@ -40,6 +40,7 @@ SHARING_FILES = frozenset(
         "tests/service/test_scheduler_live.py",
         "tests/service/test_study_warnings_live.py",
         "tests/test_end_to_end.py",
+        "tests/test_readme_live.py",
     }
 )
 """The test files (from the repository root) that use ``shared_service``."""
