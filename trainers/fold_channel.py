@@ -112,7 +112,8 @@ class FoldChannel:
         self._warned: set[tuple[str, str]] = set()
         self._unsent: list[tuple[str, str]] = []
         self._rates_checked = False
-        self._partial_seen = False
+        self._partial: set[str] = set()
+        """The metrics already said to differ from rank to rank."""
 
     # -- what a fold function calls (through FoldContext) -------------------------------------
 
@@ -337,11 +338,11 @@ class FoldChannel:
         for peer in peers[1:]:
             for kind, message in peer.get("warnings", ()):
                 self.warn(WarningKind(kind), message)
-        if self._partial_seen or peers[0]["kind"] != "report":
+        if peers[0]["kind"] != "report":
             return
-        differing = _differing_metrics(peers)
+        differing = [name for name in _differing_metrics(peers) if name not in self._partial]
         if differing:
-            self._partial_seen = True
+            self._partial.update(differing)
             self.warn(WarningKind.PARTIAL_METRIC, self._partial_message(differing))
 
     def _partial_message(self, names: list[str]) -> str:

