@@ -8,6 +8,7 @@ import dataclasses
 import os
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -261,19 +262,28 @@ def test_the_subprocess_describes_the_snapshot_not_the_disk(tmp_path: Path, monk
     assert not list(code.rglob("__pycache__"))  # the cached copy stays as it was unpacked
 
 
+def _labpkg_settings(tmp_path: Path) -> dict[str, Any]:
+    """A service that runs ``labpkg``'s tasks, with its artifacts and code cache here."""
+    return {
+        "task_modules": ["labpkg"],
+        "artifact_dir": tmp_path / "artifacts",
+        "code_cache_dir": tmp_path / "cache",
+    }
+
+
+def _labpkg_spec() -> dict[str, Any]:
+    spec = study_spec(trainer={"task": "labpkg.task", "epochs": 1, "batch_size": 32})
+    spec["objective"] = {"metric": "val_accuracy", "direction": "maximize"}
+    return spec
+
+
 def test_a_submitted_study_keeps_its_codes_hash_and_its_code(
     database_url: str, tmp_path: Path, monkeypatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
     package = _package(tmp_path)
-    settings = {
-        "task_modules": ["labpkg"],
-        "artifact_dir": tmp_path / "artifacts",
-        "code_cache_dir": tmp_path / "cache",
-    }
-    spec = study_spec(trainer={"task": "labpkg.task", "epochs": 1, "batch_size": 32})
-    spec["objective"] = {"metric": "val_accuracy", "direction": "maximize"}
-    with signed_in_client(database_url, **settings) as api:
+    spec = _labpkg_spec()
+    with signed_in_client(database_url, **_labpkg_settings(tmp_path)) as api:
         first = api.post("/studies", json=spec).json()
         again = api.post("/studies", json=spec).json()
         (package / "task.py").write_text(TASK.format(kind="regression"))
@@ -313,14 +323,8 @@ def test_a_package_a_snapshot_cannot_take_is_a_422_naming_the_file_and_stores_no
 ) -> None:
     monkeypatch.chdir(tmp_path)
     planted(_package(tmp_path))
-    settings = {
-        "task_modules": ["labpkg"],
-        "artifact_dir": tmp_path / "artifacts",
-        "code_cache_dir": tmp_path / "cache",
-    }
-    spec = study_spec(trainer={"task": "labpkg.task", "epochs": 1, "batch_size": 32})
-    spec["objective"] = {"metric": "val_accuracy", "direction": "maximize"}
-    with signed_in_client(database_url, **settings) as api:
+    spec = _labpkg_spec()
+    with signed_in_client(database_url, **_labpkg_settings(tmp_path)) as api:
         response = api.post("/studies", json=spec)
         assert response.status_code == 422, response.text
         [error] = response.json()["detail"]
