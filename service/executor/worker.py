@@ -102,6 +102,7 @@ class DDPWorker:
         `stop(run_key)` ends it after the epoch in progress; a resumed job (rank 0) continues
         from `restore`, the checkpoint's bytes. `archive`: the job's snapshot as a zip in
         Ray's object store (a reference in a list), to put its code back from."""
+        started = _children()
         run_as_submitted(job.task, job.code_hash, archive)
         store = None
         if rank == 0:  # a store serves one run: see trainers.ddp.master_store
@@ -120,7 +121,6 @@ class DDPWorker:
             restore=restore if rank == 0 else None,
         )
         self._runs[run_key] = runner
-        started = _children()
         try:
             yield from runner.events()
         finally:
