@@ -257,23 +257,20 @@ class CodeCache:
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory).resolve()
-        self._verified: dict[str, tuple[tuple[str, int, int, int, int], ...]] = {}
-        """Each folder's stat signature when its content last matched its hash."""
 
     def module_path(self, hash_: str) -> Path | None:
         """The unpacked package (or module file) of snapshot ``hash_``, if it is here as the
         snapshot was."""
         folder = self.directory / hash_
         entries = list(folder.iterdir()) if folder.is_dir() else []
-        if len(entries) != 1 or not self._intact(folder, hash_):
+        if len(entries) != 1 or not package_matches(entries[0], hash_):
             return None
         return entries[0]
 
     def snapshot(self, hash_: str) -> CodeSnapshot | None:
         """Snapshot ``hash_`` as this cache holds it (checked), or None."""
-        if self.module_path(hash_) is None:
-            return None
-        return CodeSnapshot.of(_folder_files(self.directory / hash_) or ())
+        found = self.module_path(hash_)
+        return None if found is None else unpacked_snapshot(found)
 
     def unpack(self, snapshot: CodeSnapshot) -> Path:
         """The snapshot's package in the cache, written there if it is not yet (or not as
@@ -308,19 +305,6 @@ class CodeCache:
             )
         return self.unpack(unzip_snapshot(data, hash_))
 
-    def _intact(self, folder: Path, hash_: str) -> bool:
-        """Whether ``folder`` holds exactly the files of snapshot ``hash_``."""
-        signature = _signature(folder)
-        if signature is not None and self._verified.get(hash_) == signature:
-            return True
-        files = _folder_files(folder)
-        if files is None or code_hash(files) != hash_:
-            self._verified.pop(hash_, None)
-            return False
-        if signature is not None:
-            self._verified[hash_] = signature
-        return True
-
     def _discard(self, hash_: str) -> None:
         """Take a folder that is not the snapshot's out of the cache (renamed aside at once,
         then removed)."""
@@ -345,26 +329,46 @@ def write_files(root: Path, snapshot: CodeSnapshot) -> None:
 
 def unpacked_snapshot(location: Path) -> CodeSnapshot:
     """The snapshot an unpacked package (a code cache's ``module_path``) holds."""
-    if location.is_file():
-        return CodeSnapshot.of([(location.name, location.read_bytes())])
-    files = _folder_files(location, top=location.name)
+    files = _unpacked_files(location)
     if not files:
         raise TaskCodeError(f"task code at {location} is not an unpacked snapshot")
     return CodeSnapshot.of(files)
 
 
+_MATCHED: dict[tuple[str, str], tuple[tuple[str, int, int, int, int], ...]] = {}
+"""Each unpacked package's stat signature when its files last matched a snapshot's hash."""
+
+
 def package_matches(location: Path, hash_: str) -> bool:
     """Whether the unpacked package at ``location`` (its folder, or a module's file) holds
-    exactly the files of snapshot ``hash_``: nothing added, changed or linked."""
-    if location.is_file() and not location.is_symlink():
-        return code_hash([(location.name, location.read_bytes())]) == hash_
-    files = _folder_files(location, top=location.name)
-    return files is not None and code_hash(files) == hash_
+    exactly the files of snapshot ``hash_``: nothing added, changed or linked. Its files are
+    read and hashed again only when a stat of them moved since they last matched."""
+    key = (str(location), hash_)
+    signature = _signature(location)
+    if signature is not None and _MATCHED.get(key) == signature:
+        return True
+    files = _unpacked_files(location)
+    if files is None or code_hash(files) != hash_:
+        _MATCHED.pop(key, None)
+        return False
+    if signature is not None:
+        _MATCHED[key] = signature
+    return True
 
 
-def _folder_files(folder: Path, top: str | None = None) -> list[tuple[str, bytes]] | None:
-    """Every file under ``folder`` by its path from it (from its parent, with ``top``), or
-    None when something there is not a plain file or folder (a symlink) or not UTF-8."""
+def _unpacked_files(location: Path) -> list[tuple[str, bytes]] | None:
+    """The files of an unpacked package by their paths from its parent folder, or None when
+    it holds something that is not a plain file or folder."""
+    if location.is_symlink():
+        return None
+    if location.is_file():
+        return [(location.name, location.read_bytes())]
+    return _folder_files(location)
+
+
+def _folder_files(folder: Path) -> list[tuple[str, bytes]] | None:
+    """Every file under ``folder`` by its path from the folder above it, or None when
+    something there is not a plain file or folder (a symlink) or has an unsafe name."""
     files = []
     for here, dirs, names in os.walk(folder):
         for name in [*dirs, *names]:
@@ -373,8 +377,7 @@ def _folder_files(folder: Path, top: str | None = None) -> list[tuple[str, bytes
                 return None
         for name in names:
             path = Path(here, name)
-            member = path.relative_to(folder).as_posix()
-            member = member if top is None else f"{top}/{member}"
+            member = path.relative_to(folder.parent).as_posix()
             if unsafe_name(member) is not None:
                 return None
             try:
@@ -384,18 +387,15 @@ def _folder_files(folder: Path, top: str | None = None) -> list[tuple[str, bytes
     return files
 
 
-def _signature(folder: Path) -> tuple[tuple[str, int, int, int, int], ...] | None:
-    """Every entry under ``folder`` with what any change to it moves: its inode, size,
-    modification and status-change times (a process can set the first three back, never the
-    status change)."""
-    entries = []
+def _signature(location: Path) -> tuple[tuple[str, int, int, int, int], ...] | None:
+    """``location`` and every entry under it with what any change to it moves: its inode,
+    size, modification and status-change times (a process can set the first three back, never
+    the status change)."""
+    paths = [str(location)]
     try:
-        for here, dirs, names in os.walk(folder):
-            for name in [here, *(os.path.join(here, n) for n in [*dirs, *names])]:
-                info = os.lstat(name)
-                entries.append(
-                    (name, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-                )
+        for here, dirs, names in os.walk(location):
+            paths.extend(os.path.join(here, n) for n in [*dirs, *names])
+        stats = [(path, os.lstat(path)) for path in sorted(paths)]
     except OSError:
         return None
-    return tuple(sorted(entries))
+    return tuple((p, s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns) for p, s in stats)

@@ -209,7 +209,7 @@ class FoldContext:
     def warn(self, message: str) -> None:
         """Tell the user ``message`` as a warning of the study (shown once, with the trials
         whose fold runs said it): something this run knows is suspect about its results."""
-        self._channel.warn(WarningKind.TASK, " ".join(str(message).split())[:500])
+        self._channel.warn(WarningKind.TASK, message)
 
     # -- reporting ----------------------------------------------------------------------------
 

@@ -164,8 +164,9 @@ class FoldChannel:
         self._enter("in train_fold")
 
     def warn(self, kind: WarningKind, message: str) -> None:
-        """Say ``message`` to the user, once per run: rank 0 sends it at once, another rank
-        with its next report (or its return)."""
+        """Say ``message`` to the user, once per run, as one line of at most 500 characters:
+        rank 0 sends it at once, another rank with its next report (or its return)."""
+        message = " ".join(str(message).split())[:500]
         key = (str(kind), message)
         if key in self._warned:
             return

@@ -105,8 +105,7 @@ class _LightningWarnings:
     def forward(self) -> None:
         for caught in self.said[self._seen :]:
             if _from_lightning(caught):
-                text = " ".join(str(caught.message).split())[:500]
-                self.ctx._channel.warn(WarningKind.LIGHTNING, text)
+                self.ctx._channel.warn(WarningKind.LIGHTNING, str(caught.message))
         self._seen = len(self.said)
 
 
