@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -102,7 +103,10 @@ class LiveService:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         self.root = root
-        self.cwd = cwd or root
+        imports = import_path(root)
+        # `python -c` puts its working directory first on sys.path: another checkout's runs
+        # where its imports are linked, so its own foldwise folder does not hide them
+        self.cwd = cwd or Path(imports.split(os.pathsep)[0])
         self.env = {
             **os.environ,
             "FOLDWISE_DATABASE_URL": database_url,
@@ -112,7 +116,7 @@ class LiveService:
             "FOLDWISE_ARTIFACT_DIR": str(log_path.parent / "artifacts"),
             "FOLDWISE_CODE_CACHE_DIR": str(log_path.parent / "code"),
             "FOLDWISE_TASK_MODULES": "tests.user_tasks",
-            "PYTHONPATH": str(root),
+            "PYTHONPATH": imports,
             **(env or {}),
         }
         self.process: subprocess.Popen[bytes] | None = None
@@ -193,6 +197,32 @@ class LiveService:
 
     def log(self, tail: int = 8000) -> str:
         return self.log_path.read_text(errors="replace")[-tail:]
+
+
+def import_path(root: Path) -> str:
+    """PYTHONPATH that makes ``import foldwise`` load ``root``'s code: this checkout is
+    installed (editable), but another checkout's ``foldwise.service``, ``foldwise.trainers``,
+    ... live in top-level folders that only its own install maps into the package, so they
+    are linked into a ``foldwise`` folder beside it (else its SDK would be served with this
+    checkout's service)."""
+    if root == ROOT:
+        return str(root)
+    project = tomllib.loads((root / "pyproject.toml").read_text())
+    mapped = project.get("tool", {}).get("setuptools", {}).get("package-dir", {})
+    subpackages = {
+        name.split(".", 1)[1]: folder for name, folder in mapped.items() if name.count(".") == 1
+    }
+    if not subpackages:  # a layout from before the mapping: its folders import as they are
+        return str(root)
+    linked = root.parent / f"{root.name}-imports" / "foldwise"
+    linked.mkdir(parents=True, exist_ok=True)
+    for entry in (root / "foldwise").iterdir():
+        (linked / entry.name).unlink(missing_ok=True)
+        (linked / entry.name).symlink_to(entry)
+    for name, folder in subpackages.items():
+        (linked / name).unlink(missing_ok=True)
+        (linked / name).symlink_to(root / folder)
+    return os.pathsep.join([str(linked.parent), str(root)])
 
 
 def _admin_token(database_url: str, name: str, root: Path, env: dict[str, str]) -> str:
