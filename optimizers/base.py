@@ -123,7 +123,8 @@ class BaseOptimizer(ABC):
         """The study's trial budget, when it has one: optimizers may plan by it."""
         self.completed: list[Observation] = []
         self.pending: list[dict[str, Any]] = []
-        self._digest = _history_digest(self.seed, [], [])
+        self._history = HistoryIndex(self.seed)
+        self._digest = self._history.digest([])
         self.configure(**options)
 
     def configure(self, **options: Any) -> None:
@@ -137,7 +138,8 @@ class BaseOptimizer(ABC):
         """Replace the optimizer's view of the study with ``completed`` and ``pending``."""
         self.completed = list(completed)
         self.pending = [dict(p) for p in pending]
-        self._digest = _history_digest(self.seed, self.completed, self.pending)
+        self._history.extend(self.completed)
+        self._digest = self._history.digest(self.pending)
 
     @abstractmethod
     def suggest(self, count: int) -> list[dict[str, Any]]:
@@ -200,28 +202,65 @@ class BaseOptimizer(ABC):
 
     def seen_keys(self) -> set[tuple]:
         """Keys of every completed and pending configuration, so none is suggested again."""
-        return {config_key(o.params) for o in self.completed} | set(map(config_key, self.pending))
+        return self._history.keys | set(map(config_key, self.pending))
 
 
-def _history_digest(seed: int, completed: Sequence[Observation], pending: Sequence[dict]) -> list:
-    """Four 32-bit words that identify the seed and the history, stable across processes."""
-    record = [
-        seed,
-        [
-            [
-                o.params,
-                _float_or_none(o.value if o.ok else None),
-                _error_or_none(o.std_error),
-                *([o.folds] if o.pruned else []),  # unchanged for studies that never prune
-                *([_multi_record(o)] if o.values is not None or o.constraint_gaps else []),
-            ]
-            for o in completed
-        ],
-        pending,
+class HistoryIndex:
+    """What the optimizer derives from the whole history, kept up to date as it grows instead
+    of recomputed at each ``update``: its digest (four 32-bit words that identify the seed and
+    the history, stable across processes) and the keys of its configurations. A history that
+    is not the last one grown (a shorter one, or other observations at its ends) is read
+    afresh."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self._restart()
+
+    def _restart(self) -> None:
+        # the digest is sha256 of the JSON text [seed, [record, ...], pending], hashed as it
+        # grows: the same words as hashing the whole text at once
+        self._hasher = hashlib.sha256(f"[{_dumps(self.seed)}, [".encode())
+        self.keys: set[tuple] = set()
+        self._count = 0
+        self._ends: tuple[Observation, Observation] | None = None
+
+    def extend(self, completed: Sequence[Observation]) -> None:
+        """Take in ``completed``: the observations past the last history, when it begins so."""
+        known = self._count
+        if known and (
+            len(completed) < known
+            or completed[0] is not self._ends[0]  # type: ignore[index]
+            or completed[known - 1] is not self._ends[1]  # type: ignore[index]
+        ):
+            self._restart()
+            known = 0
+        for index, o in enumerate(completed[known:], start=known):
+            self._hasher.update((", " if index else "").encode() + _dumps(_record(o)).encode())
+            self.keys.add(config_key(o.params))
+        self._count = len(completed)
+        self._ends = (completed[0], completed[-1]) if completed else None
+
+    def digest(self, pending: Sequence[dict]) -> list[int]:
+        """The digest of the history taken in, with ``pending``."""
+        final = self._hasher.copy()
+        final.update(f"], {_dumps(list(pending))}]".encode())
+        digest = final.digest()
+        return [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4)]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=repr, allow_nan=True)
+
+
+def _record(o: Observation) -> list:
+    """An observation as the digest reads it."""
+    return [
+        o.params,
+        _float_or_none(o.value if o.ok else None),
+        _error_or_none(o.std_error),
+        *([o.folds] if o.pruned else []),  # unchanged for studies that never prune
+        *([_multi_record(o)] if o.values is not None or o.constraint_gaps else []),
     ]
-    text = json.dumps(record, sort_keys=True, default=repr, allow_nan=True)
-    digest = hashlib.sha256(text.encode()).digest()
-    return [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4)]
 
 
 def _float_or_none(value: float | None) -> float | None:

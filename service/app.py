@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 from collections.abc import AsyncIterator
@@ -44,6 +45,7 @@ from foldwise.service.hardening.errors import (
 from foldwise.service.hardening.http_rules import ErrorsAsJson, HeadAsGet, HttpRules
 from foldwise.service.hardening.input_rules import check_query_once
 from foldwise.service.hardening.security_headers import SecurityHeaders
+from foldwise.service.loop_lag import watch_loop_lag
 from foldwise.service.scheduler.lease import SchedulerLease
 from foldwise.service.scheduler.scheduler import Scheduler
 from foldwise.service.scheduler.store import SchedulerStore
@@ -120,15 +122,25 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.read_cache = ReadCache(settings.read_cache_bytes)
     executor = None
     if settings.scheduler_enabled:  # its own connections: readers never hold up the study
-        runners.append(SessionRunner(settings.database_url, settings.scheduler_db_connections))
-        runners.append(SessionRunner(settings.database_url, 1))  # the lease's heartbeat
+        url = settings.database_url
+        runners.append(SessionRunner(url, settings.scheduler_db_connections, lane="scheduler"))
+        runners.append(SessionRunner(url, 1, lane="lease"))  # the lease's heartbeat
+        runners.append(SessionRunner(url, 1, lane="reports"))  # the batches of fold reports
         lease = SchedulerLease(runners[2], ttl_seconds=settings.scheduler_lease_seconds)
-        store = SchedulerStore(runners[1], fence=lease.fence, artifact_dir=settings.artifact_dir)
+        store = SchedulerStore(
+            runners[1],
+            fence=lease.fence,
+            artifact_dir=settings.artifact_dir,
+            reports_db=runners[3],
+            report_tick_seconds=settings.report_tick_seconds,
+        )
         executor, app.state.scheduler = await _start_scheduler(store, lease, settings)
     _freeze_startup_objects()
+    lag_watch = asyncio.create_task(watch_loop_lag(), name="loop-lag")
     try:
         yield
     finally:
+        lag_watch.cancel()
         if app.state.scheduler is not None:
             await app.state.scheduler.close()
         if executor is not None:
@@ -148,11 +160,28 @@ def _freeze_startup_objects() -> None:
 async def _start_scheduler(
     store: SchedulerStore, lease: SchedulerLease, settings: Settings
 ) -> tuple[Executor, Scheduler]:
+    executor = _make_executor(settings)
+    await executor.start()
+    scheduler = Scheduler(store, executor, lease, poll_seconds=settings.poll_seconds)
+    scheduler.start()
+    return executor, scheduler
+
+
+def _make_executor(settings: Settings) -> Executor:
+    """Ray (local, or the cluster at ``ray_address``), or the simulated cluster a test or a
+    benchmark asked for."""
+    if settings.executor == "simulated":
+        from foldwise.service.executor.simulated import SimulatedCluster, SimulatedExecutor
+
+        cluster = SimulatedCluster.model_validate_json(settings.simulated_cluster)
+        log.warning("fold runs are simulated (FOLDWISE_EXECUTOR=simulated): %s", cluster)
+        return SimulatedExecutor(cluster)
     from foldwise.service.artifact_store import artifact_store
     from foldwise.service.executor import RayExecutor
     from foldwise.service.task_code import CodeCache
 
-    executor = RayExecutor(
+    log.info("scheduler runs fold runs on Ray at %s", settings.ray_address or "a local Ray")
+    return RayExecutor(
         address=settings.ray_address,
         num_cpus=settings.ray_num_cpus,
         max_idle_groups=settings.max_idle_worker_groups,
@@ -160,8 +189,3 @@ async def _start_scheduler(
         artifacts=artifact_store(settings.artifact_dir),
         code_cache=CodeCache(settings.code_cache_dir),
     )
-    await executor.start()
-    scheduler = Scheduler(store, executor, lease, poll_seconds=settings.poll_seconds)
-    scheduler.start()
-    log.info("scheduler started (Ray at %s)", settings.ray_address or "a local Ray")
-    return executor, scheduler

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from functools import lru_cache
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -95,6 +95,23 @@ class Settings(BaseSettings):
     scheduler_lease_seconds: float = Field(
         15.0, ge=2, le=600, description="How long the scheduling instance's lease lasts unrenewed"
     )
+    report_tick_seconds: float = Field(
+        0.2,
+        gt=0,
+        le=5,
+        description="How often the scheduler writes the epoch reports and artifact records that "
+        "came in, in one transaction (what a killed service may lose of them)",
+    )
+    executor: Literal["ray", "simulated"] = Field(
+        "ray",
+        description="What runs fold runs: Ray, or a simulated cluster for tests and benchmarks "
+        "(allowed only on a loopback host)",
+    )
+    simulated_cluster: str = Field(
+        "{}",
+        description="The simulated cluster's shape as JSON (service.executor.simulated."
+        "SimulatedCluster), with FOLDWISE_EXECUTOR=simulated",
+    )
 
     @field_validator("artifact_dir", "code_cache_dir", mode="before")
     @classmethod
@@ -107,6 +124,15 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    @model_validator(mode="after")
+    def _simulated_only_on_loopback(self) -> Settings:
+        if self.executor == "simulated" and not is_loopback(self.host):
+            raise ValueError(
+                f"FOLDWISE_EXECUTOR=simulated is for tests and benchmarks, allowed only on a "
+                f"loopback host, and the service listens on {self.host}: unset it to run on Ray"
+            )
+        return self
 
     @model_validator(mode="after")
     def _auth_off_only_on_loopback(self) -> Settings:

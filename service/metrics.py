@@ -55,9 +55,31 @@ SUGGESTION_SECONDS = Histogram(
     buckets=_SUGGEST_BUCKETS,
 )
 
+DB_COMMITS = Counter(
+    "foldwise_db_commits",
+    "Write transactions this process committed, by lane (api, scheduler, lease, reports)",
+    ["lane"],
+)
+LOOP_LAG_SECONDS = Histogram(
+    "foldwise_event_loop_lag_seconds",
+    "How late the service's event loop ran a callback it was asked to run on time",
+    buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10),
+)
+REPORT_WRITE_SECONDS = Histogram(
+    "foldwise_report_write_seconds",
+    "From a fold run's report (an epoch, a checkpoint) reaching the scheduler to its batch "
+    "committing",
+    buckets=_WAIT_BUCKETS,
+)
+REPORT_BATCH_ROWS = Histogram(
+    "foldwise_report_batch_reports",
+    "Fold reports written in each of the scheduler's batches",
+    buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000),
+)
 FOLD_SLOT_SECONDS = Counter(
     "foldwise_fold_slot_seconds",
-    "Slot-seconds of the running studies' fold slots, busy (a fold run in it) or idle; "
+    "Slot-seconds of the running studies' fold slots, busy (its fold run trains on its "
+    "workers) or idle (empty, or its run waits for workers); "
     "busy / (busy + idle) is the slot utilisation",
     ["state"],
 )

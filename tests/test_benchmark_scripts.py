@@ -88,6 +88,11 @@ SMOKE_RUNS = {
         ["--seeds", "1", "--first-seed", "3", "--budget", "12", "--optimizers", "foldwise"],
         "seeds 3 to 3; first 10 trials from:",
     ),
+    "scheduler_scale": (
+        ["--backends", "sqlite", "--slots", "10", "--epochs", "1", "--racing", "off"]
+        + ["--seconds", "5"],
+        "| now | sqlite | 10 | 1 | off |",
+    ),
     "cluster": (
         ["--reps", "2", "--trials", "1", "--epochs", "1", "--folds", "2", "--node-loss", "1"],
         "| local Ray (4 CPUs) |",

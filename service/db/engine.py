@@ -17,6 +17,8 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from foldwise.service.metrics import DB_COMMITS
+
 T = TypeVar("T")
 
 
@@ -50,10 +52,13 @@ class SessionRunner:
     rolls back when it raises.
     """
 
-    def __init__(self, url: str, limit: int) -> None:
+    def __init__(self, url: str, limit: int, *, lane: str = "api") -> None:
         self.engine = make_engine(url, pool_size=limit, max_overflow=0, pool_timeout=30)
         self.sessions = make_session_factory(self.engine)
         self.limiter = anyio.CapacityLimiter(limit)
+        self.lane = lane
+        """Whose work this is (``api``, ``scheduler``, ``lease``, ``reports``): the label of
+        its commits in ``foldwise_db_commits_total``."""
 
     async def read(self, work: Callable[[Session], T]) -> T:
         return await anyio.to_thread.run_sync(self._read, work, limiter=self.limiter)
@@ -72,7 +77,9 @@ class SessionRunner:
 
     def _write(self, work: Callable[[Session], T]) -> T:
         with self.sessions.begin() as session:
-            return work(session)
+            result = work(session)
+        DB_COMMITS.labels(self.lane).inc()
+        return result
 
     def _connect(self, work: Callable[[Connection], T]) -> T:
         with self.engine.connect() as connection:

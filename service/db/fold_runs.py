@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Integer, bindparam, case, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from foldwise.schemas import FoldStatus, TrialStatus
@@ -45,6 +46,144 @@ def record_epoch(session: Session, fold_run_id: int, report: EpochReport) -> Non
             stopped=report.stopped,
         )
         session.add(row)
+
+
+_RUNS = FoldRunRow.__table__
+_NEXT_ATTEMPT = (
+    select(func.coalesce(func.max(_RUNS.c.attempt) + 1, 0))
+    .where(_RUNS.c.trial_id == bindparam("b_trial"), _RUNS.c.fold == bindparam("b_fold"))
+    .scalar_subquery()
+)
+_START = (
+    insert(_RUNS)
+    .values(
+        trial_id=bindparam("b_trial"),
+        fold=bindparam("b_fold"),
+        attempt=_NEXT_ATTEMPT,
+        status=FoldStatus.RUNNING,
+        started_at=bindparam("b_now"),
+    )
+    .returning(_RUNS.c.id, _RUNS.c.attempt)
+)
+_FINISH = (
+    update(_RUNS)
+    .where(_RUNS.c.id == bindparam("b_run"))
+    .values(
+        status=bindparam("b_status"),
+        value=bindparam("b_value"),
+        metric_values=bindparam("b_metric_values", type_=_RUNS.c.metric_values.type),
+        error=bindparam("b_error"),
+        traceback=bindparam("b_traceback"),
+        train_seconds=bindparam("b_train_seconds"),
+        finished_at=bindparam("b_now"),
+    )
+)
+"""The scheduler's statements for a fold run's start and end, built once (Core: a fold run's
+start and end are the control path's commonest writes)."""
+
+
+def start_fold_runs(session: Session, folds: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """A new attempt at each (trial id, fold), one more than any stored before: their
+    (fold run id, attempt), in order."""
+    connection, now = session.connection(), utcnow()
+    started = []
+    for trial_id, fold in folds:
+        row = connection.execute(_START, {"b_trial": trial_id, "b_fold": fold, "b_now": now}).one()
+        started.append((int(row[0]), int(row[1])))
+    return started
+
+
+def end_fold_run(
+    session: Session,
+    fold_run_id: int,
+    status: FoldStatus,
+    *,
+    value: float | None = None,
+    metric_values: dict[str, float] | None = None,
+    error: str | None = None,
+    traceback: str | None = None,
+    train_seconds: float | None = None,
+) -> None:
+    """``finish_fold_run`` in one Core statement (nothing happens to a run that is gone)."""
+    session.connection().execute(
+        _FINISH,
+        {
+            "b_run": fold_run_id,
+            "b_status": status,
+            "b_value": value,
+            "b_metric_values": metric_values,
+            "b_error": error,
+            "b_traceback": traceback,
+            "b_train_seconds": train_seconds,
+            "b_now": utcnow(),
+        },
+    )
+
+
+def existing_fold_runs(session: Session, fold_run_ids: set[int]) -> set[int]:
+    """Those of these fold runs that are stored (a run's rows go with its study)."""
+    if not fold_run_ids:
+        return set()
+    query = select(FoldRunRow.id).where(FoldRunRow.id.in_(sorted(fold_run_ids)))
+    return set(session.scalars(query))
+
+
+def record_epochs(session: Session, reports: Sequence[tuple[int, EpochReport]]) -> None:
+    """Store many (fold run id, report) pairs in one statement; an epoch of a run already
+    stored keeps its first report (a retried batch, a re-reported epoch)."""
+    if not reports:
+        return
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    rows = [
+        {
+            "fold_run_id": run_id,
+            "epoch": report.epoch,
+            "metrics": report.metrics,
+            "restored": report.restored,
+            "stopped": report.stopped,
+        }
+        for run_id, report in reports
+    ]
+    statement = insert(EpochMetricRow).on_conflict_do_nothing(
+        index_elements=["fold_run_id", "epoch"]
+    )
+    session.execute(statement, rows)
+
+
+def record_run_files(session: Session, checkpoints: dict[int, int], models: set[int]) -> None:
+    """Many fold runs' artifact records at once: the latest epoch each checkpointed after
+    (``checkpoints``), and which saved their model (``models``), in fold run order."""
+    runs = FoldRunRow.__table__.c  # Core statements: one executemany, no ORM bookkeeping
+    if checkpoints:
+        latest, epoch = runs.checkpoint_epoch, bindparam("checkpoint", type_=Integer)
+        session.execute(
+            update(FoldRunRow.__table__)
+            .where(runs.id == bindparam("run"))
+            .values(
+                checkpoint_epoch=case((latest.is_(None) | (latest < epoch), epoch), else_=latest)
+            ),
+            [{"run": run, "checkpoint": checkpoints[run]} for run in sorted(checkpoints)],
+        )
+    if models:
+        session.execute(
+            update(FoldRunRow.__table__)
+            .where(runs.id.in_(sorted(models)))
+            .values(model_saved=True)
+        )
+
+
+def record_placements(session: Session, placements: dict[int, list[dict[str, Any]]]) -> None:
+    """Where each of these fold runs' ranks were placed, where it is not known yet."""
+    if not placements:
+        return
+    runs = FoldRunRow.__table__.c
+    session.execute(
+        update(FoldRunRow.__table__)
+        .where(runs.id == bindparam("run"), runs.placement.is_(None))
+        .values(placement=bindparam("where", type_=runs.placement.type)),
+        [{"run": run, "where": placements[run]} for run in sorted(placements)],
+    )
 
 
 def record_artifact(session: Session, fold_run_id: int, kind: ArtifactKind, epoch: int) -> None:

@@ -3,7 +3,7 @@ against the database's own clock, so the service instances' clocks never matter.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Integer, cast, func, insert, select, update
+from sqlalchemy import BigInteger, Integer, bindparam, cast, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
@@ -63,11 +63,30 @@ def release_lease(session: Session, name: str, holder: str, epoch: int) -> bool:
     return _update_held(session, name, holder, epoch, {"expires_ms": 0})
 
 
+_LEASES = SchedulerLeaseRow.__table__.c
+_HELD = (
+    _LEASES.name == bindparam("lease_name"),
+    _LEASES.holder == bindparam("lease_holder"),
+    _LEASES.epoch == bindparam("lease_epoch"),
+)
+_SHARE_HELD = select(_LEASES.epoch).where(*_HELD).with_for_update(read=True)
+_LOCK_HELD = (
+    update(SchedulerLeaseRow.__table__).where(*_HELD).values(epoch=bindparam("lease_epoch"))
+)
+"""The fence's statements, built once: every scheduler transaction runs one."""
+
+
 def fence(session: Session, name: str, holder: str, epoch: int) -> bool:
-    """Whether ``holder`` still holds the lease at ``epoch``, checked by an update of the row:
-    it locks the row (PostgreSQL) or the database (SQLite) until the caller's transaction
-    ends, so no change of hands can happen between this check and that transaction's commit."""
-    return _update_held(session, name, holder, epoch, {"epoch": epoch})
+    """Whether ``holder`` still holds the lease at ``epoch``, checked so that no change of hands
+    can happen between this check and the commit of the caller's transaction. PostgreSQL:
+    a share lock on the row (``FOR SHARE``), which a take-over's update waits for, while the
+    scheduler's transactions never wait for one another. SQLite: an update of the row, which
+    takes the database's one write lock at once (its writers take turns anyway)."""
+    connection = session.connection()
+    held = {"lease_name": name, "lease_holder": holder, "lease_epoch": epoch}
+    if connection.dialect.name == "sqlite":
+        return connection.execute(_LOCK_HELD, held).rowcount == 1
+    return connection.execute(_SHARE_HELD, held).first() is not None
 
 
 def lease_holder(session: Session, name: str) -> tuple[str, int, int] | None:

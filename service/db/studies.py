@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, func, or_, select, union_all, update
+from sqlalchemy import Connection, bindparam, func, or_, select, union_all, update
 from sqlalchemy.orm import Session, aliased
 from sqlalchemy.sql import Select
 
@@ -44,19 +44,45 @@ def get_study(session: Session, study_id: int) -> StudyRow | None:
     return session.get(StudyRow, study_id)
 
 
+_STUDIES = StudyRow.__table__.c
+_TOUCH = {
+    False: update(StudyRow.__table__)
+    .where(_STUDIES.id == bindparam("study"))
+    .values(revision=_STUDIES.revision + 1),
+    True: update(StudyRow.__table__)
+    .where(_STUDIES.id == bindparam("study"))
+    .values(revision=_STUDIES.revision + 1, trials_revision=_STUDIES.trials_revision + 1),
+}
+"""touch_study's statements, built once: every scheduler write runs one."""
+
+
 def touch_study(session: Session, study_id: int, *, trials: bool = True) -> None:
     """Mark the study changed, in the caller's transaction: readers holding an older revision
     (an ETag, a cached response) know they must read again. ``trials=False`` for a change
-    only to a fold run or its epochs, which leaves ``trials_revision`` as it is."""
-    bumps = {"revision": StudyRow.revision + 1}
-    if trials:
-        bumps["trials_revision"] = StudyRow.trials_revision + 1
-    session.execute(
-        update(StudyRow)
-        .where(StudyRow.id == study_id)
-        .values(**bumps)
-        .execution_options(synchronize_session=False)
-    )
+    only to a fold run or its epochs, which leaves ``trials_revision`` as it is. Run last:
+    the session's pending changes are flushed first, so rows are locked in one order (fold
+    runs and trials, then the study) by every scheduler transaction."""
+    session.flush()
+    session.connection().execute(_TOUCH[trials], {"study": study_id})
+
+
+def touch_studies(session: Session, study_ids: set[int], *, trials: set[int]) -> None:
+    """``touch_study`` for many studies at once (a batch of fold reports), in id order; those
+    in ``trials`` also get a new ``trials_revision``."""
+    for changed, bumps in (
+        (study_ids - trials, {"revision": StudyRow.revision + 1}),
+        (
+            study_ids & trials,
+            {"revision": StudyRow.revision + 1, "trials_revision": StudyRow.trials_revision + 1},
+        ),
+    ):
+        if changed:
+            session.execute(
+                update(StudyRow)
+                .where(StudyRow.id.in_(sorted(changed)))
+                .values(**bumps)
+                .execution_options(synchronize_session=False)
+            )
 
 
 def study_revision(db: Session | Connection, study_id: int, *, folds: bool) -> int | None:

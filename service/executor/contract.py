@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -51,7 +51,9 @@ class FoldFailed(Exception):
 @dataclasses.dataclass
 class FoldRunStats:
     """Timings of one fold run: `overhead_seconds` is what the executor adds around training;
-    `placement` is where its ranks ran ({rank, node_id, node_ip, gpu_ids}), once placed."""
+    `placement` is where its ranks ran ({rank, node_id, node_ip, gpu_ids}), once placed.
+    `on_training` is told when the run starts to train (it holds its workers) and when it
+    stops (``set_training``): what a study's ``slots busy`` counts."""
 
     world_size: int
     placement: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -62,6 +64,15 @@ class FoldRunStats:
     """``time.monotonic()`` when the run began to wait for its workers; None once it has them."""
     wall_seconds: float = 0.0
     train_seconds: float = 0.0
+    training: bool = False
+    on_training: Callable[[bool], None] | None = dataclasses.field(default=None, repr=False)
+
+    def set_training(self, training: bool) -> None:
+        """The executor says the run holds its workers and trains (True), or no longer does."""
+        if training != self.training:
+            self.training = training
+            if self.on_training is not None:
+                self.on_training(training)
 
     @property
     def overhead_seconds(self) -> float:

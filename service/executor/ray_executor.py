@@ -172,6 +172,7 @@ class RayExecutor:
             self.pool.release(group)
             return
         reusable = False
+        stats.set_training(True)
         try:
             async for event in self._train(group, job, stats, started, timeout, stop):
                 yield event
@@ -189,6 +190,7 @@ class RayExecutor:
             stats.wall_seconds = time.perf_counter() - started
             raise
         finally:
+            stats.set_training(False)
             if reusable:
                 self.pool.release(group)
             else:  # failed, cancelled, or abandoned by the caller

@@ -89,6 +89,8 @@ class FoldSlots:
         self.fold_cpus = self.fold_gpus = 0.0
         """What one fold run of the study holds."""
         self.meter = SlotMeter()
+        self.training = 0
+        """Fold runs that hold their workers and train now: what ``slots busy`` counts."""
         self.note = WaitingNote()
 
     async def open(self, spec: StudySpec) -> None:
@@ -143,8 +145,15 @@ class FoldSlots:
         allowed = len(ready)
         if self.share is not None:
             allowed = self.share.grant(self.study_id, running=len(self.folds), ready=len(ready))
-        for trial, fold in ready[:allowed]:
-            fold_task = FoldTask(context, trial.handle, fold)
+        starting = ready[:allowed]
+        runs = []
+        if starting:  # one transaction for every fold starting
+            folds = [(trial.handle.id, fold) for trial, fold in starting]
+            runs = await self.store.start_fold_runs(self.study_id, folds)
+        for (trial, fold), run in zip(starting, runs, strict=True):
+            fold_task = FoldTask(
+                context, trial.handle, fold, on_training=self._training, first_run=run
+            )
             task = asyncio.create_task(fold_task.run(), name=f"fold-{fold}")
             task.add_done_callback(lambda _t: self.wake())
             trial.running[fold] = fold_task
@@ -190,9 +199,16 @@ class FoldSlots:
     def any_ended(self) -> bool:
         return any(task.done() for task in self.folds)
 
+    def _training(self, started: bool) -> None:
+        """A fold run started or stopped training: count the time until now, then the new
+        number of training runs."""
+        self.training += 1 if started else -1
+        self.count_time()
+
     def count_time(self) -> None:
-        """Add the time since the last count to the busy and idle slot-seconds."""
-        busy, idle = self.meter.update(len(self.folds))
+        """Add the time since the last count to the busy and idle slot-seconds: a slot is busy
+        while its fold run trains (not while it waits for workers or for the database)."""
+        busy, idle = self.meter.update(self.training)
         FOLD_SLOT_SECONDS.labels("busy").inc(busy)
         FOLD_SLOT_SECONDS.labels("idle").inc(idle)
 

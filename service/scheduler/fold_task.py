@@ -6,7 +6,8 @@ same code would fail again). After each epoch the pruning rule may stop the run;
 runner may stop it too (its trial was pruned or failed). A stopped run ends after the epoch it
 is in, and its workers stay warm for the next fold.
 
-The task records its epochs and files as they come, and the end of an attempt that is tried
+The task queues its epochs and files as they come (they are written in batches: the executor's
+stream is never held up by the database), and records the end of an attempt that is tried
 again; how the fold ended it only returns (``FoldOutcome``): the study runner alone writes fold
 ends and trial verdicts, one after the other, so a verdict always sees every fold end before it.
 """
@@ -14,6 +15,7 @@ ends and trial verdicts, one after the other, so a verdict always sees every fol
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from foldwise.schemas import FoldStatus
@@ -94,12 +96,26 @@ def fold_job(
 
 
 class FoldTask:
-    """Runs fold ``fold`` of ``trial`` to its end (``run``); ``stop`` ends it early."""
+    """Runs fold ``fold`` of ``trial`` to its end (``run``); ``stop`` ends it early.
+    ``first_run``: its first attempt's stored (fold run id, attempt). ``on_training`` is told
+    when an attempt starts to train on its workers and when it stops
+    (``FoldRunStats.set_training``)."""
 
-    def __init__(self, context: StudyContext, trial: TrialHandle, fold: int) -> None:
+    def __init__(
+        self,
+        context: StudyContext,
+        trial: TrialHandle,
+        fold: int,
+        on_training: Callable[[bool], None] | None = None,
+        first_run: tuple[int, int] | None = None,
+    ) -> None:
         self.context = context
         self.trial = trial
         self.fold = fold
+        self.on_training = on_training
+        self._first_run = first_run
+        """(fold run id, attempt) of its first attempt, when the study runner created it with
+        the other folds it started at once (else the attempt creates its own)."""
         self.run_id: int | None = None
         """The fold run of the attempt in progress (None before the first starts)."""
         self._stop = asyncio.Event()
@@ -123,7 +139,8 @@ class FoldTask:
         retries = self.context.spec.trainer.retries
         while True:
             if self._stop.is_set():  # its trial ended before this fold started
-                return FoldOutcome(self.fold, self.run_id or 0, FoldStatus.CANCELLED)
+                run_id = self.run_id or (self._first_run or (0, 0))[0]
+                return FoldOutcome(self.fold, run_id, FoldStatus.CANCELLED)
             try:
                 return await self._attempt()
             except FoldFailed as exc:
@@ -149,7 +166,10 @@ class FoldTask:
     async def _attempt(self) -> FoldOutcome:
         context, spec = self.context, self.context.spec
         store, study_id = context.store, context.study_id
-        self.run_id, attempt = await store.start_fold_run(study_id, self.trial.id, self.fold)
+        if self._first_run is not None:
+            (self.run_id, attempt), self._first_run = self._first_run, None
+        else:
+            self.run_id, attempt = await store.start_fold_run(study_id, self.trial.id, self.fold)
         job = fold_job(
             spec,
             study_id,
@@ -161,6 +181,8 @@ class FoldTask:
         )
         run = _RunRecord(epochs_planned=job.epochs)
         stats = self._stats = FoldRunStats(world_size=job.world_size)
+        stats.on_training = self.on_training
+        run_id = self.run_id
         try:
             async for event in context.executor.run_fold(
                 job,
@@ -171,18 +193,18 @@ class FoldTask:
             ):
                 if not run.placed and stats.placement:
                     run.placed = True
-                    await store.record_placement(study_id, self.run_id, stats.placement)
+                    store.record_placement(study_id, run_id, stats.placement)
                 if isinstance(event, SavedArtifact):
-                    await store.record_artifact(study_id, self.run_id, event.kind, event.epoch)
+                    store.record_artifact(study_id, run_id, event.kind, event.epoch)
                     continue
                 if isinstance(event, FoldWarning):
-                    await store.record_warning(study_id, self.trial.number, event)
+                    store.record_warning(study_id, self.trial.number, event, fold_run_id=run_id)
                     continue
-                await store.record_epoch(study_id, self.run_id, event)
+                store.record_epoch(study_id, run_id, event)
                 self._take_epoch(run, event)
         except FoldFailed:
             if not run.placed and stats.placement:  # it failed before its first epoch
-                await store.record_placement(study_id, self.run_id, stats.placement)
+                store.record_placement(study_id, run_id, stats.placement)
             if not self._stop.is_set():
                 raise
             # it failed in an epoch trained after it was told to stop: what counts is the end

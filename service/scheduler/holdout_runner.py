@@ -169,7 +169,7 @@ class HoldoutRunner:
             elif isinstance(event, EpochReport):
                 await self._on_refit(number, refit_repo.record_epoch, event, trials=False)
             elif isinstance(event, FoldWarning):
-                await self.store.record_warning(self.study_id, trial, event)
+                self.store.record_warning(self.study_id, trial, event)
 
     async def _score_refit(self, study: _Study, job: FoldJob) -> dict[str, float]:
         """The test-data score of the refit model ``job`` saved."""

@@ -67,6 +67,7 @@ class Scheduler:
                 await self._loop_task
         await self._drop_runners()
         with contextlib.suppress(Exception):  # the database may be gone: the lease expires
+            await self.store.reports.close()  # what the fold runs reported before they stopped
             await self.lease.release()
 
     async def _drop_runners(self) -> None:

@@ -1,4 +1,4 @@
-"""How well a study used its fold slots: busy and idle slot-seconds while it ran."""
+"""How well a study used its fold slots: busy (training) and idle slot-seconds while it ran."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 
 
 class SlotMeter:
-    """Integrates the number of running fold runs over time, against ``slots``."""
+    """Integrates the number of training fold runs over time, against ``slots``."""
 
     def __init__(self, slots: int = 0) -> None:
         self.slots = slots
@@ -16,8 +16,8 @@ class SlotMeter:
         self._since = time.monotonic()
 
     def update(self, running: int) -> tuple[float, float]:
-        """Account for the time since the last update, then note ``running`` fold runs from
-        now on; returns the busy and idle slot-seconds just accounted for."""
+        """Account for the time since the last update, then note ``running`` fold runs
+        training from now on; returns the busy and idle slot-seconds just accounted for."""
         now = time.monotonic()
         elapsed, self._since = now - self._since, now
         busy = min(self._running, self.slots) * elapsed

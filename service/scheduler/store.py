@@ -3,6 +3,11 @@
 The scheduler is the only writer of trial and fold state (DESIGN §7); every state change it
 makes goes through here, so the database is always the whole truth a restart needs. Every write
 also bumps the study's revision in the same transaction, so readers know their copy is old.
+
+Two lanes: the control path (fold starts and ends, verdicts, trials, a study's state) writes at
+once on the store's connections; what fold runs report while they train (epochs, checkpoints,
+placements, warnings) is queued and written in batches on connections of its own
+(``report_batch``), so the control path never waits behind it.
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
 from foldwise.service.db import fold_runs as fold_repo
 from foldwise.service.db import pareto as pareto_repo
 from foldwise.service.db import studies as study_repo
-from foldwise.service.db import study_warnings as warning_repo
 from foldwise.service.db import trials as trial_repo
 from foldwise.service.db import warm_start as warm_repo
 from foldwise.service.db.engine import SessionRunner
@@ -31,6 +35,7 @@ from foldwise.service.db.trials import STOPPED_ERROR
 from foldwise.service.metrics import FOLDS_ENDED, TRIALS_ENDED
 from foldwise.service.scheduler.dominance_racing import FrontMember
 from foldwise.service.scheduler.racing import Incumbent
+from foldwise.service.scheduler.report_batch import FoldReport, ReportBatcher, write_reports
 from foldwise.service.scheduler.stop_flags import StopFlags
 from foldwise.spec import Constraint, StudySpec
 from foldwise.trainers.report import ArtifactKind, EpochReport, FoldWarning
@@ -47,6 +52,15 @@ class TrialHandle:
 
 
 @dataclass(frozen=True)
+class FoldEnd:
+    """How fold run ``run_id`` ended: its ``status`` and ``finish_fold_run``'s ``fields``."""
+
+    run_id: int
+    status: FoldStatus
+    fields: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class StudyStart:
     spec: StudySpec
     unfinished: list[TrialHandle]
@@ -59,7 +73,9 @@ class SchedulerStore:
     """`db` runs each unit of work in its own transaction (the scheduler's own connections);
     `fence` starts every write's transaction (``SchedulerLease.fence``: ``LeaseLost`` when
     this instance no longer schedules); `artifact_dir`: the artifact store's location (a
-    directory or an fsspec URL), None when fold runs keep no checkpoints or models."""
+    directory or an fsspec URL), None when fold runs keep no checkpoints or models.
+    `reports_db` writes the batches of fold reports every `report_tick_seconds` (``db`` when
+    not given)."""
 
     def __init__(
         self,
@@ -67,11 +83,16 @@ class SchedulerStore:
         *,
         fence: Callable[[Session], None] | None = None,
         artifact_dir: str | os.PathLike[str] | None = None,
+        reports_db: SessionRunner | None = None,
+        report_tick_seconds: float = 0.2,
     ) -> None:
         self._db = db
         self.stop_flags = StopFlags(db)
         self._fence = fence or (lambda _session: None)
         self.artifact_dir = None if artifact_dir is None else os.fspath(artifact_dir)
+        self.reports = ReportBatcher(
+            reports_db or db, fence=self._fence, tick_seconds=report_tick_seconds
+        )
 
     async def write(
         self, study_id: int, work: Callable[[Session], T], *, trials: bool = True
@@ -148,12 +169,12 @@ class SchedulerStore:
         return await self._db.read(work)
 
     async def create_trials(
-        self, study_id: int, configs: list[dict[str, Any]], budget: int
+        self, study_id: int, configs: list[dict[str, Any]], room: int
     ) -> list[TrialHandle]:
-        """Create trials for ``configs``, never more than the budget allows in all."""
+        """Create trials for ``configs``, no more than ``room`` (what the budget leaves: the
+        scheduler alone creates trials, so it counts them itself)."""
 
         def work(session: Session) -> list[TrialHandle]:
-            room = budget - trial_repo.count_trials(session, study_id)
             number = trial_repo.next_trial_number(session, study_id)
             handles = []
             for offset, params in enumerate(configs[: max(room, 0)]):
@@ -164,23 +185,39 @@ class SchedulerStore:
         return await self.write(study_id, work)
 
     async def finish_trial(
-        self, study_id: int, trial_id: int, status: TrialStatus, **fields: Any
-    ) -> None:
-        """Record how the trial ended; any of its fold runs still open are closed with it."""
+        self,
+        study_id: int,
+        trial_id: int,
+        status: TrialStatus,
+        *,
+        constraints: Sequence[Constraint] = (),
+        fold_end: FoldEnd | None = None,
+        **fields: Any,
+    ) -> Observation | None:
+        """Record how the trial ended, after ``fold_end`` (the end of the fold that decided it)
+        in the same transaction; any of its fold runs still open are closed with it. The
+        trial as the optimizer sees it now (``constraints``: the study's), or None when it is
+        gone."""
+        end_fold = await self._fold_end_work(study_id, fold_end)
 
-        def work(session: Session) -> int | None:
+        def work(session: Session) -> tuple[int, Observation] | None:
+            end_fold(session)
             trial = session.get(TrialRow, trial_id)
             if trial is None:  # deleted with its study while the trial was ending
                 return None
             trial_repo.finish_trial(session, trial, status, **fields)
             fold_repo.close_open_fold_runs(session, [trial_id])
-            return trial.number
+            return trial.number, _observation(trial, constraints=constraints)
 
-        number = await self.write(study_id, work)
-        if number is not None:
-            TRIALS_ENDED.labels(status.value).inc()
-            outcome = fields.get("error") or f"value {fields.get('value')}"
-            log.info("study %s trial %s %s: %s", study_id, number, status, outcome)
+        ended = await self.write(study_id, work)
+        if fold_end is not None:
+            FOLDS_ENDED.labels(fold_end.status.value).inc()
+        if ended is None:
+            return None
+        TRIALS_ENDED.labels(status.value).inc()
+        outcome = fields.get("error") or f"value {fields.get('value')}"
+        log.info("study %s trial %s %s: %s", study_id, ended[0], status, outcome)
+        return ended[1]
 
     async def finish_study(
         self, study_id: int, status: StudyStatus, error: str | None = None
@@ -224,16 +261,16 @@ class SchedulerStore:
 
         return await self._db.read(work)
 
-    async def repeated_failure(self, study_id: int, count: int) -> str | None:
-        """The error the last ``count`` finished trials all failed with (their fold aside),
-        or None when they did not all fail the same way."""
+    async def recent_errors(self, study_id: int, count: int) -> list[str | None]:
+        """The errors of the last ``count`` finished trials (None for one that did not fail),
+        their fold aside, oldest first: what the study runner keeps up to date from there."""
 
-        def work(session: Session) -> str | None:
+        def work(session: Session) -> list[str | None]:
             last = trial_repo.last_finished(session, study_id, count)
-            if len(last) < count or any(t.status is not TrialStatus.FAILED for t in last):
-                return None
-            errors = {_without_fold(t.error or "") for t in last}
-            return errors.pop() if len(errors) == 1 else None
+            return [
+                without_fold(t.error or "") if t.status is TrialStatus.FAILED else None
+                for t in reversed(last)
+            ]
 
         return await self._db.read(work)
 
@@ -284,48 +321,44 @@ class SchedulerStore:
 
     async def start_fold_run(self, study_id: int, trial_id: int, fold: int) -> tuple[int, int]:
         """Create the next attempt of a fold; returns (fold run id, attempt)."""
+        [started] = await self.start_fold_runs(study_id, [(trial_id, fold)])
+        return started
 
-        def work(session: Session) -> tuple[int, int]:
-            run = fold_repo.start_fold_run(session, trial_id, fold)
-            return run.id, run.attempt
-
-        return await self.write(study_id, work, trials=False)
-
-    async def record_epoch(self, study_id: int, fold_run_id: int, report: EpochReport) -> None:
-        await self.write(
-            study_id,
-            lambda s: fold_repo.record_epoch(s, fold_run_id, report),
-            trials=False,
+    async def start_fold_runs(
+        self, study_id: int, folds: list[tuple[int, int]]
+    ) -> list[tuple[int, int]]:
+        """Create the next attempt of each (trial id, fold), in one transaction: their (fold
+        run id, attempt)."""
+        return await self.write(
+            study_id, lambda s: fold_repo.start_fold_runs(s, folds), trials=False
         )
 
-    async def record_warning(self, study_id: int, trial: int | None, warning: FoldWarning) -> None:
-        """A fold run of trial number ``trial`` warned of something suspect: a warning of the
-        study (``db.study_warnings``), seen by every reader of it."""
-        await self.write(
-            study_id,
-            lambda s: warning_repo.record_warning(
-                s, study_id, str(warning.kind), warning.message, trial
-            ),
-        )
+    def record_epoch(self, study_id: int, fold_run_id: int, report: EpochReport) -> None:
+        """Queue an epoch's report for the next batch (``report_batch``)."""
+        self.reports.add(FoldReport(study_id, fold_run_id, epoch=report))
 
-    async def record_artifact(
+    def record_warning(
+        self, study_id: int, trial: int | None, warning: FoldWarning, *, fold_run_id: int = 0
+    ) -> None:
+        """A fold run (``fold_run_id``; 0: a refit) of trial number ``trial`` warned of
+        something suspect: a warning of the study (``db.study_warnings``), seen by every reader
+        of it, in the next batch."""
+        self.reports.add(FoldReport(study_id, fold_run_id, warning=warning, trial=trial))
+
+    def record_artifact(
         self, study_id: int, fold_run_id: int, kind: ArtifactKind, epoch: int
     ) -> None:
         """The fold run saved a checkpoint after ``epoch``, or its model (in the store)."""
-        await self.write(
-            study_id,
-            lambda s: fold_repo.record_artifact(s, fold_run_id, kind, epoch),
-            trials=False,
-        )
+        self.reports.add(FoldReport(study_id, fold_run_id, artifact=(kind, epoch)))
 
-    async def record_placement(
+    def record_placement(
         self, study_id: int, fold_run_id: int, placement: list[dict[str, Any]]
     ) -> None:
-        await self.write(
-            study_id,
-            lambda s: fold_repo.record_placement(s, fold_run_id, placement),
-            trials=False,
-        )
+        self.reports.add(FoldReport(study_id, fold_run_id, placement=placement))
+
+    async def flush_reports(self) -> None:
+        """Write the queued fold reports now."""
+        await self.reports.flush()
 
     async def set_waiting(self, study_id: int, reason: str | None) -> None:
         """Say why the study's ready folds do not start (None: they do)."""
@@ -352,12 +385,28 @@ class SchedulerStore:
     async def finish_fold_run(
         self, study_id: int, fold_run_id: int, status: FoldStatus, **fields: Any
     ) -> None:
-        await self.write(
-            study_id,
-            lambda s: fold_repo.finish_fold_run(s, fold_run_id, status, **fields),
-            trials=False,
-        )
+        """Record how a fold run ended, with its reports not yet written, in one transaction:
+        a fold end is never stored without the epochs before it."""
+        work = await self._fold_end_work(study_id, FoldEnd(fold_run_id, status, fields))
+        await self.write(study_id, work, trials=False)
         FOLDS_ENDED.labels(status.value).inc()
+
+    async def _fold_end_work(
+        self, study_id: int, fold_end: FoldEnd | None
+    ) -> Callable[[Session], None]:
+        """What writes ``fold_end`` in a transaction: first the run's reports still queued
+        (taken out of the queue now), then its end."""
+        if fold_end is None:
+            return lambda _session: None
+        reports = await self.reports.take(fold_end.run_id)
+
+        def work(session: Session) -> None:
+            ran = {fold_end.run_id}  # the scheduler deletes no run that has not ended
+            if write_reports(session, reports, alive=ran):  # a warning: the trials show it
+                study_repo.touch_study(session, study_id)
+            fold_repo.end_fold_run(session, fold_end.run_id, fold_end.status, **fold_end.fields)
+
+        return work
 
 
 def _finish_study(
@@ -372,7 +421,7 @@ def _finish_study(
     fold_repo.close_open_fold_runs(session, closed)
 
 
-def _without_fold(error: str) -> str:
+def without_fold(error: str) -> str:
     """A trial's error without the fold it happened in: the same bug fails whichever fold."""
     return re.sub(r"^fold \d+: ", "", error)
 

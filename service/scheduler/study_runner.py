@@ -104,6 +104,7 @@ class StudyRunner:
         )
         verdicts = self.verdicts = TrialVerdicts(self.study_id, self.store, spec, curves)
         await self.fold_slots.open(spec)
+        await verdicts.read_history()
         await verdicts.read_incumbent()
         for handle in start.unfinished:
             await verdicts.resume(handle)
@@ -114,7 +115,7 @@ class StudyRunner:
             if await self.store.stop_requested(self.study_id):
                 await self._stop()
                 return
-            if trials_ended and await self._hopeless(spec):
+            if trials_ended and await self._hopeless(spec, verdicts):
                 return
             trials_ended = False
             out_of_time = deadline is not None and utcnow() >= deadline
@@ -136,12 +137,12 @@ class StudyRunner:
             curves.add(fold, values, finished=finished)
         return curves
 
-    async def _hopeless(self, spec: StudySpec) -> bool:
+    async def _hopeless(self, spec: StudySpec, verdicts: TrialVerdicts) -> bool:
         """End the study as failed when its last trials all failed with the same error: the
         next would too, and a budget of them is compute burnt for nothing. Asked only after
-        folds ended: a waiting study's turn of the loop reads nothing more than its stop flag."""
+        folds ended."""
         count = spec.budget.max_consecutive_failures
-        error = await self.store.repeated_failure(self.study_id, count)
+        error = verdicts.repeated_failure()
         if error is None:
             return False
         log.warning("study %s: the last %d trials failed with: %s", self.study_id, count, error)
@@ -157,16 +158,16 @@ class StudyRunner:
         trials = verdicts.trials
         if len(trials) >= spec.parallel.trial_groups:
             return 0
-        history, total = await self.store.history(self.study_id, spec.constraints)
-        wanted = min(spec.parallel.trial_groups - len(trials), spec.budget.trials - total)
+        room = spec.budget.trials - verdicts.total
+        wanted = min(spec.parallel.trial_groups - len(trials), room)
         if wanted <= 0:
             return 0
         pending = [trial.handle.params for trial in trials.values()]
         started = time.perf_counter()
-        optimizer.update([*self.warm, *history], pending)
+        optimizer.update([*self.warm, *verdicts.history], pending)
         configs = await asyncio.to_thread(optimizer.suggest, wanted)
         SUGGESTION_SECONDS.labels(spec.optimizer.name).observe(time.perf_counter() - started)
-        handles = await self.store.create_trials(self.study_id, configs, spec.budget.trials)
+        handles = await self.store.create_trials(self.study_id, configs, room)
         for handle in handles:
             verdicts.add(handle)
         return len(handles)

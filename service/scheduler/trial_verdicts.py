@@ -8,22 +8,25 @@ several metrics: clearly dominated by a member of the front, or clearly infeasib
 fold failed. A trial decided ends its folds still running; a fold that
 ends after its trial was decided is stored ``cancelled``, whatever its timing. This is the one
 writer of fold ends and trial verdicts, one after the other, so a verdict always sees every
-fold end before it.
+fold end before it: the fold end that decides a trial is written in the verdict's own
+transaction.
 """
 
 from __future__ import annotations
 
 import logging
 import statistics
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
+from foldwise.optimizers.base import Observation
 from foldwise.schemas import FoldStatus, TrialStatus
 from foldwise.service.scheduler.dominance_racing import FrontMember, dominance_verdict
 from foldwise.service.scheduler.fold_task import FoldOutcome
 from foldwise.service.scheduler.pruning import FoldCurves
 from foldwise.service.scheduler.racing import Incumbent, race_verdict
-from foldwise.service.scheduler.store import SchedulerStore, TrialHandle
+from foldwise.service.scheduler.store import FoldEnd, SchedulerStore, TrialHandle, without_fold
 from foldwise.service.scheduler.trial_progress import TrialProgress, aggregate, partial_std_error
 from foldwise.spec import StudySpec
 
@@ -55,6 +58,31 @@ class TrialVerdicts:
         """The best completed trial's fold values, which racing compares with."""
         self.front: list[FrontMember] = []
         """A study scored on several metrics: its Pareto front, which racing compares with."""
+        self.history: list[Observation] = []
+        """The study's finished trials in the order they finished, as the optimizer sees
+        them: read once when the study starts (``read_history``), then kept here."""
+        self.total = 0
+        """Trials the study has in all, finished or not (what its budget counts)."""
+        self.recent_errors: deque[str | None] = deque(maxlen=spec.budget.max_consecutive_failures)
+        """The errors of the last finished trials (None: it did not fail), fold aside."""
+        self._fold_end: FoldEnd | None = None
+        """The end of the fold being taken in, not written yet: the verdict it leads to, if
+        any, writes it in the same transaction."""
+
+    async def read_history(self) -> None:
+        """What the study finished before this runner, once: from then on each verdict adds
+        its trial, so nothing read grows with the history."""
+        self.history, self.total = await self.store.history(self.study_id, self.spec.constraints)
+        count = self.spec.budget.max_consecutive_failures
+        self.recent_errors.extend(await self.store.recent_errors(self.study_id, count))
+
+    def repeated_failure(self) -> str | None:
+        """The error the last ``max_consecutive_failures`` finished trials all failed with,
+        or None when they did not all fail the same way."""
+        errors = set(self.recent_errors)
+        if len(self.recent_errors) < (self.recent_errors.maxlen or 0) or len(errors) != 1:
+            return None
+        return errors.pop()
 
     async def read_incumbent(self) -> None:
         if self.spec.racing.rule == "off":
@@ -67,6 +95,7 @@ class TrialVerdicts:
     def add(self, handle: TrialHandle) -> None:
         """A new trial, none of its folds run yet."""
         self.trials[handle.id] = TrialProgress(handle)
+        self.total += 1
 
     async def resume(self, handle: TrialHandle) -> None:
         """Take up a trial a previous run of the study left unfinished, judged again on the
@@ -86,16 +115,29 @@ class TrialVerdicts:
             reason = outcome.reason
             if decided and outcome.status is not FoldStatus.CANCELLED:
                 reason = "its trial ended first"
-            await self.store.finish_fold_run(
-                self.study_id,
+            self._fold_end = FoldEnd(
                 outcome.run_id,
                 status,
-                value=None if status is FoldStatus.CANCELLED else outcome.value,
-                metric_values=None if status is FoldStatus.CANCELLED else outcome.metrics,
-                error=reason,
-                traceback=outcome.traceback,
-                train_seconds=outcome.train_seconds,
+                {
+                    "value": None if status is FoldStatus.CANCELLED else outcome.value,
+                    "metric_values": None if status is FoldStatus.CANCELLED else outcome.metrics,
+                    "error": reason,
+                    "traceback": outcome.traceback,
+                    "train_seconds": outcome.train_seconds,
+                },
             )
+        try:
+            await self._take(trial, outcome, status, decided)
+        finally:
+            fold_end, self._fold_end = self._fold_end, None
+            if fold_end is not None:  # no verdict came of it: the fold's end alone
+                await self.store.finish_fold_run(
+                    self.study_id, fold_end.run_id, fold_end.status, **fold_end.fields
+                )
+
+    async def _take(
+        self, trial: TrialProgress, outcome: FoldOutcome, status: FoldStatus, decided: bool
+    ) -> None:
         if self.curves is not None and status is not FoldStatus.FAILED and outcome.curve:
             completed = status is FoldStatus.COMPLETED
             self.curves.add(outcome.fold, list(outcome.curve), finished=completed)
@@ -187,8 +229,20 @@ class TrialVerdicts:
         after the epoch they are in)."""
         if trial.handle.id not in self.trials:
             return
-        await self.store.finish_trial(self.study_id, trial.handle.id, status, **fields)
+        fold_end, self._fold_end = self._fold_end, None  # the fold end that decided it, if any
+        observation = await self.store.finish_trial(
+            self.study_id,
+            trial.handle.id,
+            status,
+            constraints=self.spec.constraints,
+            fold_end=fold_end,
+            **fields,
+        )
         del self.trials[trial.handle.id]
+        if observation is not None:
+            self.history.append(observation)
+            failed = status is TrialStatus.FAILED
+            self.recent_errors.append(without_fold(fields.get("error") or "") if failed else None)
         why = fields.get("pruned_reason") or fields.get("error") or f"the trial {status}"
         for fold_task in trial.running.values():
             fold_task.stop(f"trial {trial.handle.number} ended first ({status}): {why}")

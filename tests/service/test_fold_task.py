@@ -81,6 +81,7 @@ def test_a_pruned_run_that_diverges_after_the_decision_ends_pruned(
     assert outcome.value == pytest.approx(1.0986, abs=1e-3)  # log 3: what it had at epoch 1
     assert outcome.reason.startswith("fold 0 at epoch 1: 1.099, worse than the median 0.6")
     assert outcome.curve[0] == pytest.approx(1.0986, abs=1e-3)  # pruning's reference to be
+    runner.run(context.store.flush_reports())  # what the run reported, written in its batch
     run = _fold_run(context)  # the study runner alone writes how a fold ended
     assert (run.status, run.attempt, run.id) == (FoldStatus.RUNNING, 0, outcome.run_id)
     assert run.epochs[0].epoch == 1  # epoch 2 diverged after the decision: no report
@@ -92,4 +93,5 @@ def test_a_run_as_good_as_the_references_completes(runner, executor, tmp_path) -
     outcome = runner.run(asyncio.wait_for(FoldTask(context, handle, 0).run(), 120))
     assert outcome.status is FoldStatus.COMPLETED and outcome.reason is None
     assert len(outcome.curve) == 6 and outcome.train_seconds > 0
+    runner.run(context.store.flush_reports())
     assert _fold_run(context).status is FoldStatus.RUNNING  # the study runner writes its end
