@@ -40,6 +40,7 @@ import asyncio
 import contextlib
 import json
 import random
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -482,6 +483,16 @@ def main() -> None:
     services = [("now", ROOT)]
     if args.ref:
         services.append((args.ref, worktree(args.ref, args.ref_patch)))
+    try:
+        run_tables(args, services)
+    finally:
+        for _name, root in services[1:]:  # the work tree and its linked imports go
+            subprocess.run(["git", "worktree", "remove", "--force", str(root)], cwd=ROOT)
+            shutil.rmtree(root.parent / f"{root.name}-imports", ignore_errors=True)
+
+
+def run_tables(args: argparse.Namespace, services: list[tuple[str, Path]]) -> None:
+    """Print the table the arguments ask for, for each service."""
     backends = args.backends.split(",")
     if args.history:
         print(
