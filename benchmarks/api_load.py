@@ -37,7 +37,7 @@ from pathlib import Path
 import aiohttp
 import httpx
 
-from tests.live_service import ROOT, LiveService, postgres_database
+from tests.live_service import ROOT, LiveService, backend_database
 
 LOG_ALARMS = ("QueuePool limit", "database is locked", "Traceback (most recent call last)")
 LOAD_SPEC = {
@@ -178,20 +178,11 @@ def wait_running(
     raise TimeoutError(f"study {study_id} finished no trial within {timeout} s")
 
 
-@contextlib.contextmanager
-def database(backend: str, folder: Path) -> Iterator[str]:
-    if backend == "sqlite":
-        yield f"sqlite:///{folder / 'foldwise.db'}"
-    else:
-        with postgres_database() as url:
-            yield url
-
-
 def run_load(args: argparse.Namespace, label: str, root: Path, backend: str) -> LoadResult:
     """Serve `root` on `backend`, start the load study, measure quiet then loaded."""
     with (
         tempfile.TemporaryDirectory(prefix="api-load-") as tmp,
-        database(backend, Path(tmp)) as url,
+        backend_database(backend, Path(tmp)) as url,
     ):
         service = LiveService(
             url,

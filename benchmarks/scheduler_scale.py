@@ -46,7 +46,6 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,7 +55,7 @@ import psutil
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, text
 
-from tests.live_service import ROOT, LiveService, postgres_database
+from tests.live_service import ROOT, LiveService, backend_database
 from tests.service.study_specs import study_spec
 
 MAX_BUDGET = 100_000
@@ -115,15 +114,6 @@ def cluster_env(slots: int, seconds: tuple[float, float], trace: Path) -> dict[s
         "FOLDWISE_POLL_SECONDS": "1.0",
         "FOLDWISE_API_DB_CONNECTIONS": "16",
     }
-
-
-@contextlib.contextmanager
-def database(backend: str, folder: Path) -> Iterator[str]:
-    if backend == "sqlite":
-        yield f"sqlite:///{folder / 'scale.db'}"
-    else:
-        with postgres_database() as url:
-            yield url
 
 
 def poll_database(url: str, probe: Probe) -> None:
@@ -279,7 +269,10 @@ def run_cell(cell: Cell, root: Path, seconds: float) -> dict[str, Any]:
     warmup = EPOCHS_PER_RUN * high * 1.5 + 5
     turns = (warmup + seconds + 30) / (EPOCHS_PER_RUN * low)
     budget = int(GROUPS * turns * 1.5) + 20
-    with tempfile.TemporaryDirectory() as scratch, database(cell.backend, Path(scratch)) as url:
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        backend_database(cell.backend, Path(scratch)) as url,
+    ):
         folder = Path(scratch)
         trace = folder / "trace.jsonl"
         env = cluster_env(cell.slots, (low, high), trace)
@@ -329,7 +322,7 @@ def run_burst(backend: str, folds: int, slots: int, root: Path) -> dict[str, Any
     cell = Cell(backend, slots, "1", "off")
     studies = max(1, slots // (GROUPS * FOLDS))
     budget = folds // (studies * FOLDS)
-    with tempfile.TemporaryDirectory() as scratch, database(backend, Path(scratch)) as url:
+    with tempfile.TemporaryDirectory() as scratch, backend_database(backend, Path(scratch)) as url:
         folder = Path(scratch)
         trace = folder / "trace.jsonl"
         env = cluster_env(slots, (1.0, 1.0), trace)
@@ -402,7 +395,7 @@ def run_history(backend: str, stored: int, root: Path, more: int = 120) -> dict[
     the suggestion and the fold's start) of a study that has ``stored`` trials behind it."""
     cell = Cell(backend, GROUPS * FOLDS, "1", "off")
     stored = min(stored, MAX_BUDGET - more)  # the largest budget a study may have in all
-    with tempfile.TemporaryDirectory() as scratch, database(backend, Path(scratch)) as url:
+    with tempfile.TemporaryDirectory() as scratch, backend_database(backend, Path(scratch)) as url:
         folder = Path(scratch)
         seed_history(url, cell, stored, more)
         trace = folder / "trace.jsonl"

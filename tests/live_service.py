@@ -3,6 +3,7 @@ benchmarks, and throw-away PostgreSQL databases for it to use."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -75,6 +76,17 @@ def postgres_database() -> Iterator[str]:
             yield postgres_url(name)
         finally:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextlib.contextmanager
+def backend_database(backend: str, folder: Path) -> Iterator[str]:
+    """An empty database on ``backend`` (``sqlite``: a file in ``folder``; ``postgresql``: one
+    of the test server's, dropped after) as a SQLAlchemy URL."""
+    if backend == "sqlite":
+        yield f"sqlite:///{folder / 'foldwise.db'}"
+    else:
+        with postgres_database() as url:
+            yield url
 
 
 class LiveService:

@@ -16,36 +16,15 @@ from foldwise.trainers.report import ArtifactKind, EpochReport
 
 def start_fold_run(session: Session, trial_id: int, fold: int) -> FoldRunRow:
     """A new attempt at ``fold``: one more than any attempt stored before."""
-    query = select(func.max(FoldRunRow.attempt)).where(
-        FoldRunRow.trial_id == trial_id, FoldRunRow.fold == fold
-    )
-    latest = session.scalar(query)
-    run = FoldRunRow(
-        trial_id=trial_id,
-        fold=fold,
-        attempt=0 if latest is None else latest + 1,
-        status=FoldStatus.RUNNING,
-        started_at=utcnow(),
-    )
-    session.add(run)
-    session.flush()
+    [(run_id, _attempt)] = start_fold_runs(session, [(trial_id, fold)])
+    run = session.get(FoldRunRow, run_id)
+    assert run is not None
     return run
 
 
 def record_epoch(session: Session, fold_run_id: int, report: EpochReport) -> None:
     """Store one epoch's report; recording the same (run, epoch) twice keeps the first."""
-    query = select(EpochMetricRow.id).where(
-        EpochMetricRow.fold_run_id == fold_run_id, EpochMetricRow.epoch == report.epoch
-    )
-    if session.scalar(query) is None:
-        row = EpochMetricRow(
-            fold_run_id=fold_run_id,
-            epoch=report.epoch,
-            metrics=report.metrics,
-            restored=report.restored,
-            stopped=report.stopped,
-        )
-        session.add(row)
+    record_epochs(session, [(fold_run_id, report)])
 
 
 _RUNS = FoldRunRow.__table__
@@ -85,6 +64,7 @@ start and end are the control path's commonest writes)."""
 def start_fold_runs(session: Session, folds: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """A new attempt at each (trial id, fold), one more than any stored before: their
     (fold run id, attempt), in order."""
+    session.flush()
     connection, now = session.connection(), utcnow()
     started = []
     for trial_id, fold in folds:
@@ -93,7 +73,7 @@ def start_fold_runs(session: Session, folds: Sequence[tuple[int, int]]) -> list[
     return started
 
 
-def end_fold_run(
+def finish_fold_run(
     session: Session,
     fold_run_id: int,
     status: FoldStatus,
@@ -104,7 +84,9 @@ def end_fold_run(
     traceback: str | None = None,
     train_seconds: float | None = None,
 ) -> None:
-    """``finish_fold_run`` in one Core statement (nothing happens to a run that is gone)."""
+    """Record how the run ended (nothing happens to a run that is gone: deleted with its
+    study while it was ending)."""
+    session.flush()
     session.connection().execute(
         _FINISH,
         {
@@ -188,43 +170,10 @@ def record_placements(session: Session, placements: dict[int, list[dict[str, Any
 
 def record_artifact(session: Session, fold_run_id: int, kind: ArtifactKind, epoch: int) -> None:
     """The run checkpointed after ``epoch`` (the latest one counts), or saved its model."""
-    run = session.get(FoldRunRow, fold_run_id)
-    if run is None:
-        return
     if kind is ArtifactKind.MODEL:
-        run.model_saved = True
+        record_run_files(session, {}, {fold_run_id})
     else:
-        run.checkpoint_epoch = max(epoch, run.checkpoint_epoch or 0)
-
-
-def record_placement(session: Session, fold_run_id: int, placement: list[dict[str, Any]]) -> None:
-    """Where the run's ranks were placed (the first time it is known)."""
-    run = session.get(FoldRunRow, fold_run_id)
-    if run is not None and run.placement is None:
-        run.placement = placement
-
-
-def finish_fold_run(
-    session: Session,
-    fold_run_id: int,
-    status: FoldStatus,
-    *,
-    value: float | None = None,
-    metric_values: dict[str, float] | None = None,
-    error: str | None = None,
-    traceback: str | None = None,
-    train_seconds: float | None = None,
-) -> None:
-    run = session.get(FoldRunRow, fold_run_id)
-    if run is None:  # deleted with its study while the run was ending
-        return
-    run.status = status
-    run.value = value
-    run.metric_values = metric_values
-    run.error = error
-    run.traceback = traceback
-    run.train_seconds = train_seconds
-    run.finished_at = utcnow()
+        record_run_files(session, {fold_run_id: epoch}, set())
 
 
 def completed_fold_values(session: Session, trial_id: int) -> dict[int, float]:

@@ -116,8 +116,8 @@ class FoldTask:
         self._first_run = first_run
         """(fold run id, attempt) of its first attempt, when the study runner created it with
         the other folds it started at once (else the attempt creates its own)."""
-        self.run_id: int | None = None
-        """The fold run of the attempt in progress (None before the first starts)."""
+        self.run_id: int | None = None if first_run is None else first_run[0]
+        """The fold run of the attempt in progress (None before the first is stored)."""
         self._stop = asyncio.Event()
         self._stop_reason: str | None = None
         self._stats: FoldRunStats | None = None
@@ -139,8 +139,7 @@ class FoldTask:
         retries = self.context.spec.trainer.retries
         while True:
             if self._stop.is_set():  # its trial ended before this fold started
-                run_id = self.run_id or (self._first_run or (0, 0))[0]
-                return FoldOutcome(self.fold, run_id, FoldStatus.CANCELLED)
+                return FoldOutcome(self.fold, self.run_id or 0, FoldStatus.CANCELLED)
             try:
                 return await self._attempt()
             except FoldFailed as exc:

@@ -404,7 +404,7 @@ class SchedulerStore:
             ran = {fold_end.run_id}  # the scheduler deletes no run that has not ended
             if write_reports(session, reports, alive=ran):  # a warning: the trials show it
                 study_repo.touch_study(session, study_id)
-            fold_repo.end_fold_run(session, fold_end.run_id, fold_end.status, **fold_end.fields)
+            fold_repo.finish_fold_run(session, fold_end.run_id, fold_end.status, **fold_end.fields)
 
         return work
 

@@ -57,6 +57,18 @@ def api(database_url: str) -> Iterator[TestClient]:
 
 
 @pytest.fixture
+def lanes(database_url: str) -> Iterator[tuple[SessionRunner, SessionRunner]]:
+    """The scheduler's two lanes on a migrated, empty database on each backend: its control
+    lane and the lane its batches of fold reports go on."""
+    bring_to_head(database_url)
+    control = SessionRunner(database_url, 4, lane="scheduler")
+    reports = SessionRunner(database_url, 1, lane="reports")
+    yield control, reports
+    for runner in (control, reports):
+        runner.engine.dispose()
+
+
+@pytest.fixture
 def db(database_url: str) -> Iterator[SessionRunner]:
     """A migrated, empty database on each backend, as the scheduler's session runner."""
     bring_to_head(database_url)

@@ -28,16 +28,6 @@ from tests.live_service import postgres_database
 from tests.service.study_specs import study_spec
 
 
-@pytest.fixture
-def lanes(database_url: str) -> Iterator[tuple[SessionRunner, SessionRunner]]:
-    bring_to_head(database_url)
-    control = SessionRunner(database_url, 2, lane="scheduler")
-    reports = SessionRunner(database_url, 1, lane="reports")
-    yield control, reports
-    for runner in (control, reports):
-        runner.engine.dispose()
-
-
 def _fold_runs(db: SessionRunner, count: int) -> tuple[int, list[int]]:
     """A study with one trial and ``count`` fold runs: (study id, run ids)."""
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 
-import pytest
 from sqlalchemy import event, func, select
 
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
@@ -21,19 +19,7 @@ from foldwise.service.scheduler.lease import SchedulerLease
 from foldwise.service.scheduler.scheduler import Scheduler
 from foldwise.service.scheduler.store import SchedulerStore
 from foldwise.spec import StudySpec
-from tests.databases import bring_to_head
 from tests.service.study_specs import study_spec
-
-
-@pytest.fixture
-def lanes(database_url: str) -> Iterator[tuple[SessionRunner, SessionRunner]]:
-    """The scheduler's control lane and its lane of fold reports, on a migrated database."""
-    bring_to_head(database_url)
-    control = SessionRunner(database_url, 4, lane="scheduler")
-    reports = SessionRunner(database_url, 1, lane="reports")
-    yield control, reports
-    for runner in (control, reports):
-        runner.engine.dispose()
 
 
 def _spec(trials: int = 6, epochs: int = 3, **overrides) -> StudySpec:
