@@ -229,16 +229,20 @@ def quality(
     return runs
 
 
-def timing(points: list[int], repeats: int) -> None:
+def timing(
+    points: list[int], repeats: int, pending: int = PENDING, methods: str | None = None
+) -> None:
     """Median seconds of one suggestion on Hartmann6 with n random completed observations and
-    ``PENDING`` running trials."""
+    ``pending`` running trials."""
     space = box([f"x{i}" for i in range(6)], 0.0, 1.0)
     rng = np.random.default_rng(0)
-    X = rng.random((max(points) + PENDING, 6))
+    X = rng.random((max(points) + pending, 6))
     y = np.array([hartmann6(x) for x in X])
     timers = {"gp": time_ours, "skopt.Optimizer": time_skopt, "optuna_gp": time_optuna}
+    if methods:
+        timers = {name: timers[name] for name in methods.split(",")}
     print(
-        f"\n### Seconds per suggestion against observations, {PENDING} pending "
+        f"\n### Seconds per suggestion against observations, {pending} pending "
         "(Hartmann6, median)\n"
     )
     print("| optimizer | " + " | ".join(map(str, points)) + " |")
@@ -247,7 +251,7 @@ def timing(points: list[int], repeats: int) -> None:
         cells = []
         for n in points:
             runs = 1 if name == "skopt.Optimizer" and n > 100 else repeats
-            done, running = slice(0, n), slice(n, n + PENDING)
+            done, running = slice(0, n), slice(n, n + pending)
             times = (timer(space, X[done], y[done], X[running]) for _ in range(runs))
             cells.append(statistics.median(times))
         print(f"| {name} | " + " | ".join(f"{c:.3g}" for c in cells) + " |")
@@ -357,6 +361,12 @@ def main() -> None:
         "--budget", type=int, default=None, help="evaluations per run instead of each problem's"
     )
     parser.add_argument("--timing-points", default="10,50,100,200,400", help="'': skip timing")
+    parser.add_argument(
+        "--timing-pending", type=int, default=PENDING, help="trials pending while timed"
+    )
+    parser.add_argument(
+        "--timing-methods", default=None, help="of gp,skopt.Optimizer,optuna_gp (all)"
+    )
     parser.add_argument("--noise-seeds", type=int, default=20, help="0: skip the noise check")
     parser.add_argument("--results", type=Path, default=None, help="stored runs (JSON lines)")
     parser.add_argument("--report-only", action="store_true", help="run nothing, print tables")
@@ -388,7 +398,12 @@ def main() -> None:
         if args.noise_seeds >= 2:
             print_fold_noise(args.noise_seeds, 30)
         if args.timing_points:
-            timing([int(n) for n in args.timing_points.split(",")], repeats=3)
+            timing(
+                [int(n) for n in args.timing_points.split(",")],
+                3,
+                args.timing_pending,
+                args.timing_methods,
+            )
 
 
 if __name__ == "__main__":

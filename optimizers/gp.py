@@ -79,7 +79,9 @@ over a box too.
 
 EI's incumbent is the best *predicted* loss among the results, not the best observed one: with
 fold noise a lucky mean is not a target the model believes can be beaten. The hyperparameters
-are refitted at every suggestion by :func:`fit_model`, a few cheap L-BFGS runs.
+are refitted at every suggestion by :func:`fit_model`, a few cheap L-BFGS runs on at most
+:data:`POLISH_POINTS` results; the model then conditions on at most ``max_points`` (the best
+half and the most recent rest), so a suggestion's cost stops growing with the study.
 """
 
 from __future__ import annotations
@@ -112,9 +114,16 @@ if TYPE_CHECKING:
     from foldwise.optimizers.gp_front import FittedFront
 
 FIT_POINTS = 100
-"""Hyperparameters are fitted on at most this many points, then polished on all of them."""
+"""Hyperparameters are fitted on at most this many points, then polished on more."""
+POLISH_POINTS = 250
+"""The most points the polish of the hyperparameters sees (each step costs their cube)."""
 MAX_POINTS = 5000
 """Largest ``max_points``: the fit costs the cube of the points it keeps."""
+MAX_POINTS_DEFAULT = 300
+"""The most completed trials the model conditions on unless told otherwise: a suggestion then
+takes about 0.1 s however long the study, with 32 trials pending (``benchmarks/optimizers.py
+--timing-points``); the regret this costs a long study is in docs/optimizers.md, "A bounded
+model for long studies"."""
 MAX_ITERATIONS = 100
 POLISH_ITERATIONS = 5
 ANCHORS = 5
@@ -156,7 +165,7 @@ class GPOptimizer(BaseOptimizer):
     ``xi`` (0.01) EI's exploration margin in standardised units, annealed to 0 over the budget;
     ``liar`` ("believer") the made-up loss for pending trials; ``candidates`` (1000) the fewest
     random candidates per acquisition search (more, up to 5000, while observations are few);
-    ``restarts`` (1) extra random starts of the hyperparameter fit; ``max_points`` (1000) the
+    ``restarts`` (1) extra random starts of the hyperparameter fit; ``max_points`` (300) the
     most completed trials the model conditions on (the best half and the most recent rest),
     which bounds the cost of a suggestion however long the study runs; ``warp``
     ("yeo-johnson") how losses are warped before the fit, or "none"
@@ -178,7 +187,7 @@ class GPOptimizer(BaseOptimizer):
         initial: str | None = None,
         candidates: int = 1000,
         restarts: int = 1,
-        max_points: int = 1000,
+        max_points: int = MAX_POINTS_DEFAULT,
         warp: str = "yeo-johnson",
         prior: str | None = None,
         constraints: str = "probability",
@@ -510,7 +519,8 @@ def fit_model(
     prior: str = "optuna",
 ) -> Hyper:
     """MAP hyperparameters: L-BFGS from the default and ``restarts`` random starts on at most
-    ``FIT_POINTS`` rows (the best half and the most recent rest), then a few steps on all rows.
+    ``FIT_POINTS`` rows (the best half and the most recent rest), then a few steps on at most
+    ``POLISH_POINTS`` rows chosen the same way.
 
     The default starts at length-scale 0.5; random starts stay in [0.05, 2] (longer ones mostly
     end in the flat "all noise" optimum) with a noise floor between 1e-4 and 1e-1.
@@ -525,7 +535,10 @@ def fit_model(
     hyper = fit_hyper(X[rows], y[rows], noise[rows], starts, MAX_ITERATIONS, columns, prior)
     if len(rows) == len(y):
         return hyper
-    return fit_hyper(X, y, noise, [hyper.theta], POLISH_ITERATIONS, columns, prior)
+    rows = keep_rows(y, POLISH_POINTS)  # each step costs the cube of the rows it sees
+    return fit_hyper(
+        X[rows], y[rows], noise[rows], [hyper.theta], POLISH_ITERATIONS, columns, prior
+    )
 
 
 def condition(hyper: Hyper, X: np.ndarray, y: np.ndarray, noise: np.ndarray) -> ExactGP:

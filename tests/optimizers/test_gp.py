@@ -254,3 +254,34 @@ def test_one_objective_over_a_box_has_defaults_of_its_own() -> None:
     assert GPOptimizer(cells, prior_mean="worst").prior_mean == "worst"
     with pytest.raises(OptionError):
         GPOptimizer(PLANE, prior_mean="")
+
+
+def test_a_long_studys_suggestion_works_on_bounded_matrices(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With 2,000 results and 32 trials pending, the hyperparameters are fitted and polished
+    on at most ``POLISH_POINTS`` rows and the model conditions on at most ``max_points`` (its
+    default) plus the pending trials: the cost of a suggestion stops growing with the study."""
+    fitted_rows: list[int] = []
+    conditioned_rows: list[int] = []
+    fit_hyper, exact_gp = gp_module.fit_hyper, gp_module.ExactGP
+
+    def recording_fit(X: np.ndarray, *args: object, **kwargs: object) -> object:
+        fitted_rows.append(len(X))
+        return fit_hyper(X, *args, **kwargs)
+
+    class RecordingGP(exact_gp):  # type: ignore[misc, valid-type]
+        def __init__(self, hyper: object, X: np.ndarray, *args: object) -> None:
+            conditioned_rows.append(len(X))
+            super().__init__(hyper, X, *args)
+
+    monkeypatch.setattr(gp_module, "fit_hyper", recording_fit)
+    monkeypatch.setattr(gp_module, "ExactGP", RecordingGP)
+    rng = np.random.default_rng(0)
+    configs = [{"x": float(a), "y": float(b)} for a, b in rng.random((2032, 2))]
+    optimizer = GPOptimizer(PLANE, seed=0, candidates=100)
+    optimizer.update([observe(c, c["x"] - c["y"]) for c in configs[:2000]], configs[2000:])
+    (config,) = optimizer.suggest(1)
+    assert fitted_rows and max(fitted_rows) == gp_module.POLISH_POINTS
+    assert max(conditioned_rows) == gp_module.MAX_POINTS_DEFAULT + 32
+    assert config["x"] < 0.2 and config["y"] > 0.8  # and it still finds the corner
