@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 from foldwise import schemas
 from foldwise.schemas import TrialStatus
 from foldwise.service.db import studies as study_repo
-from foldwise.service.db.models import FoldRunRow, RefitRow, StudyRow, TrialRow
+from foldwise.service.db.models import EpochMetricRow, FoldRunRow, RefitRow, StudyRow, TrialRow
 
 
 def studies_out(session: Session, rows: Sequence[StudyRow]) -> list[schemas.Study]:
@@ -77,27 +77,30 @@ def fold_run_out(run: FoldRunRow) -> schemas.FoldRun:
         placement=run.placement,
         checkpoint_epoch=run.checkpoint_epoch,
         model_saved=run.model_saved,
-        epochs=[
-            schemas.EpochMetrics(
-                epoch=e.epoch, metrics=e.metrics, restored=e.restored, stopped=e.stopped
-            )
-            for e in run.epochs
-        ],
+        epochs=[_epoch_out(e) for e in run.epochs],
+    )
+
+
+def _epoch_out(row: EpochMetricRow) -> schemas.EpochMetrics:
+    return schemas.EpochMetrics(
+        epoch=row.epoch, metrics=row.metrics, restored=row.restored, stopped=row.stopped
     )
 
 
 def refit_out(row: RefitRow) -> schemas.Refit:
+    """A refit as its last attempt (a run, as a fold's are) stands."""
+    last = row.last_run
     return schemas.Refit(
         number=row.number,
         trial=row.trial_number,
         status=row.status,
         epochs=row.epochs,
-        attempt=row.attempt,
+        attempt=0 if last is None else last.attempt,
         requested_at=row.requested_at,
         started_at=row.started_at,
         finished_at=row.finished_at,
         error=row.error,
-        curve=[schemas.EpochMetrics.model_validate(e) for e in row.curve or []],
+        curve=[] if last is None else [_epoch_out(e) for e in last.epochs],
         test_metrics=row.test_metrics,
-        model_saved=row.model_saved,
+        model_saved=last is not None and last.model_saved,
     )

@@ -1,4 +1,5 @@
-"""Queries on fold runs and their per-epoch metrics. Functions never commit."""
+"""Queries on runs (a fold of a trial, or a refit: ``FoldRunRow``) and their per-epoch metrics.
+Functions never commit."""
 
 from __future__ import annotations
 
@@ -57,8 +58,23 @@ _FINISH = (
         finished_at=bindparam("b_now"),
     )
 )
-"""The scheduler's statements for a fold run's start and end, built once (Core: a fold run's
-start and end are the control path's commonest writes)."""
+_NEXT_REFIT_ATTEMPT = (
+    select(func.coalesce(func.max(_RUNS.c.attempt) + 1, 0))
+    .where(_RUNS.c.refit_id == bindparam("b_refit"))
+    .scalar_subquery()
+)
+_START_REFIT = (
+    insert(_RUNS)
+    .values(
+        refit_id=bindparam("b_refit"),
+        attempt=_NEXT_REFIT_ATTEMPT,
+        status=FoldStatus.RUNNING,
+        started_at=bindparam("b_now"),
+    )
+    .returning(_RUNS.c.id, _RUNS.c.attempt)
+)
+"""The scheduler's statements for a run's start and end, built once (Core: a fold run's start
+and end are the control path's commonest writes)."""
 
 
 def start_fold_runs(session: Session, folds: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -71,6 +87,21 @@ def start_fold_runs(session: Session, folds: Sequence[tuple[int, int]]) -> list[
         row = connection.execute(_START, {"b_trial": trial_id, "b_fold": fold, "b_now": now}).one()
         started.append((int(row[0]), int(row[1])))
     return started
+
+
+def start_refit_run(session: Session, refit_id: int) -> tuple[int, int]:
+    """A new attempt at refit ``refit_id``, one more than any stored before: its (run id,
+    attempt). An attempt still ``running`` was cut short by a service that stopped: it is
+    marked lost first, as a fold's would be."""
+    session.flush()
+    connection, now = session.connection(), utcnow()
+    connection.execute(
+        update(_RUNS)
+        .where(_RUNS.c.refit_id == refit_id, _RUNS.c.status == FoldStatus.RUNNING)
+        .values(status=FoldStatus.LOST, finished_at=now, error=SERVICE_STOPPED)
+    )
+    row = connection.execute(_START_REFIT, {"b_refit": refit_id, "b_now": now}).one()
+    return int(row[0]), int(row[1])
 
 
 def finish_fold_run(
@@ -219,6 +250,19 @@ def close_fold_runs(
         update(FoldRunRow)
         .where(FoldRunRow.id.in_(fold_run_ids), FoldRunRow.status == FoldStatus.RUNNING)
         .values(status=status, finished_at=utcnow(), error=error)
+        .execution_options(synchronize_session=False)
+    )
+    return result.rowcount or 0
+
+
+def close_refit_runs(session: Session, refit_ids: Sequence[int], error: str | None) -> int:
+    """Runs of these refits still ``running``: mark them failed, as their refit has ended."""
+    if not refit_ids:
+        return 0
+    result = session.execute(
+        update(FoldRunRow)
+        .where(FoldRunRow.refit_id.in_(refit_ids), FoldRunRow.status == FoldStatus.RUNNING)
+        .values(status=FoldStatus.FAILED, finished_at=utcnow(), error=error)
         .execution_options(synchronize_session=False)
     )
     return result.rowcount or 0

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    CheckConstraint,
     DateTime,
     Enum,
     Float,
@@ -191,14 +192,30 @@ class TrialRow(Base):
 
 
 class FoldRunRow(Base):
-    """One attempt at one fold of a trial; a retried fold gets a new row with attempt + 1."""
+    """One attempt at a run of the study's task on the executor: a fold of a trial (``trial_id``,
+    ``fold``) or a refit (``refit_id``). A retried run gets a new row with attempt + 1; both
+    kinds have the same statuses, epochs and files, written by the same path."""
 
     __tablename__ = "fold_runs"
-    __table_args__ = (UniqueConstraint("trial_id", "fold", "attempt"),)
+    __table_args__ = (
+        UniqueConstraint("trial_id", "fold", "attempt"),
+        UniqueConstraint("refit_id", "attempt"),
+        CheckConstraint(
+            "(trial_id IS NOT NULL AND fold IS NOT NULL AND refit_id IS NULL)"
+            " OR (trial_id IS NULL AND fold IS NULL AND refit_id IS NOT NULL)",
+            name="one_owner",
+        ),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    trial_id: Mapped[int] = mapped_column(BigId, ForeignKey("trials.id", ondelete="CASCADE"))
-    fold: Mapped[int] = mapped_column(Integer)
+    trial_id: Mapped[int | None] = mapped_column(
+        BigId, ForeignKey("trials.id", ondelete="CASCADE")
+    )
+    fold: Mapped[int | None] = mapped_column(Integer)
+    refit_id: Mapped[int | None] = mapped_column(
+        BigId, ForeignKey("refits.id", ondelete="CASCADE"), index=True
+    )
+    """The refit this is an attempt of (``trial_id`` and ``fold`` are then None)."""
     attempt: Mapped[int] = mapped_column(Integer)
     status: Mapped[FoldStatus] = mapped_column(_status(FoldStatus))
     value: Mapped[float | None] = mapped_column(Float)
@@ -217,7 +234,8 @@ class FoldRunRow(Base):
     model_saved: Mapped[bool] = mapped_column(default=False, server_default=false())
     """The fold's model is in the artifact store."""
 
-    trial: Mapped[TrialRow] = relationship(back_populates="fold_runs")
+    trial: Mapped[TrialRow | None] = relationship(back_populates="fold_runs")
+    refit: Mapped[RefitRow | None] = relationship(back_populates="runs")
     epochs: Mapped[list[EpochMetricRow]] = relationship(
         back_populates="fold_run",
         cascade="all, delete-orphan",
@@ -267,8 +285,8 @@ class WarmStartObservationRow(Base):
 class RefitRow(Base):
     """A trial's params trained on all the training data: asked for through the API (or by the
     end of a study whose hold-out score needs it) as ``queued``, run by the scheduler through
-    the fold path, its files under ``refit_artifact_key``. A retried attempt resumes from its
-    checkpoint."""
+    the fold path, its files under ``refit_artifact_key``. Each attempt is a run
+    (``FoldRunRow.refit_id``); a retried attempt resumes from its checkpoint."""
 
     __tablename__ = "refits"
     __table_args__ = (UniqueConstraint("study_id", "number"), {"sqlite_autoincrement": True})
@@ -279,17 +297,25 @@ class RefitRow(Base):
     trial_number: Mapped[int] = mapped_column(Integer)
     status: Mapped[JobStatus] = mapped_column(_status(JobStatus), index=True)
     epochs: Mapped[int] = mapped_column(Integer)
-    attempt: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     requested_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
     error: Mapped[str | None] = mapped_column(Text)
-    curve: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
-    """Each epoch the last attempt reported: ``{epoch, metrics, restored}``."""
-    checkpoint_epoch: Mapped[int | None] = mapped_column(Integer)
-    model_saved: Mapped[bool] = mapped_column(default=False, server_default=false())
     test_metrics: Mapped[dict[str, Any] | None]
     """Its model's score on the task's test data (``trainers.holdout``)."""
+
+    runs: Mapped[list[FoldRunRow]] = relationship(
+        back_populates="refit",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+        order_by="FoldRunRow.attempt",
+    )
+    """Its attempts, each a run like a fold's: its epochs, checkpoint and model."""
+
+    @property
+    def last_run(self) -> FoldRunRow | None:
+        """Its latest attempt (None while it is queued)."""
+        return self.runs[-1] if self.runs else None
 
 
 class TokenRow(Base):

@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session, selectinload
 
 from foldwise.schemas import FoldStatus, JobStatus, StudyStatus, TrialStatus
+from foldwise.service.db import fold_runs as fold_repo
 from foldwise.service.db import studies as study_repo
 from foldwise.service.db.models import (
     EpochMetricRow,
@@ -27,9 +28,9 @@ from foldwise.service.db.models import (
 )
 from foldwise.spec import StudySpec
 from foldwise.trainers.objective import fold_value
-from foldwise.trainers.report import ArtifactKind, EpochReport
 
 OPEN = (JobStatus.QUEUED, JobStatus.RUNNING)
+_WITH_RUNS = selectinload(RefitRow.runs).selectinload(FoldRunRow.epochs)
 ENDED = (StudyStatus.COMPLETED, StudyStatus.STOPPED, StudyStatus.FAILED)
 
 
@@ -55,7 +56,6 @@ def create_refit(session: Session, study_id: int, trial_number: int, epochs: int
         trial_number=trial_number,
         status=JobStatus.QUEUED,
         epochs=epochs,
-        curve=[],
     )
     session.add(refit)
     session.flush()
@@ -79,12 +79,12 @@ def queue_refit(
 
 def get_refit(session: Session, study_id: int, number: int) -> RefitRow | None:
     query = select(RefitRow).where(RefitRow.study_id == study_id, RefitRow.number == number)
-    return session.scalar(query)
+    return session.scalar(query.options(_WITH_RUNS))
 
 
 def list_refits(session: Session, study_id: int) -> Sequence[RefitRow]:
     query = select(RefitRow).where(RefitRow.study_id == study_id).order_by(RefitRow.number)
-    return session.scalars(query).all()
+    return session.scalars(query.options(_WITH_RUNS)).all()
 
 
 def open_refits(session: Session, study_id: int) -> Sequence[RefitRow]:
@@ -111,43 +111,35 @@ def studies_with_open_jobs(session: Session) -> list[int]:
 
 def completed_refit(session: Session, study_id: int, trial_number: int) -> RefitRow | None:
     """The newest completed refit of the trial whose model is kept."""
+    saved = select(FoldRunRow.refit_id).where(
+        FoldRunRow.refit_id.is_not(None), FoldRunRow.model_saved.is_(True)
+    )
     query = (
         select(RefitRow)
         .where(
             RefitRow.study_id == study_id,
             RefitRow.trial_number == trial_number,
             RefitRow.status == JobStatus.COMPLETED,
-            RefitRow.model_saved.is_(True),
+            RefitRow.id.in_(saved),
         )
         .order_by(RefitRow.number.desc())
     )
     return session.scalars(query).first()
 
 
-def start_attempt(refit: RefitRow) -> int:
-    """The refit runs (again): a refit found running was cut short, and its next attempt
-    resumes from its checkpoint. Returns the attempt."""
-    if refit.status is JobStatus.RUNNING:
-        refit.attempt += 1
+def model_saved(refit: RefitRow) -> bool:
+    """Whether the refit's model is in the artifact store: its last attempt saved it."""
+    last = refit.last_run
+    return last is not None and last.model_saved
+
+
+def start_refit(session: Session, refit: RefitRow) -> tuple[int, int]:
+    """The refit runs (again), as a new run: (its id, its attempt). An attempt a restart cut
+    short is lost, and the new one resumes from its checkpoint."""
     refit.status = JobStatus.RUNNING
     refit.started_at = refit.started_at or utcnow()
     refit.error = None
-    return refit.attempt
-
-
-def record_epoch(refit: RefitRow, report: EpochReport) -> None:
-    """Keep one epoch of the refit's curve (an epoch reported again replaces its record)."""
-    kept = [e for e in refit.curve if e["epoch"] != report.epoch]
-    record = {"epoch": report.epoch, "metrics": report.metrics, "restored": report.restored}
-    refit.curve = sorted([*kept, record], key=lambda e: e["epoch"])
-
-
-def record_artifact(refit: RefitRow, kind: ArtifactKind, epoch: int) -> None:
-    """The refit checkpointed after ``epoch`` (the latest one counts), or saved its model."""
-    if kind is ArtifactKind.MODEL:
-        refit.model_saved = True
-    else:
-        refit.checkpoint_epoch = max(epoch, refit.checkpoint_epoch or 0)
+    return fold_repo.start_refit_run(session, refit.id)
 
 
 def finish_refit(
@@ -158,12 +150,15 @@ def finish_refit(
     test_metrics: dict[str, Any] | None = None,
 ) -> None:
     """The refit ended: ``completed`` (its model saved; ``error`` says why a score of it on
-    the test data failed) or ``failed``."""
+    the test data failed) or ``failed`` (an attempt still running with it)."""
     refit.status = status
     refit.error = error
     refit.finished_at = utcnow()
     if test_metrics is not None:
         refit.test_metrics = test_metrics
+    session = object_session(refit)
+    if status is JobStatus.FAILED and session is not None:
+        fold_repo.close_refit_runs(session, [refit.id], error)
 
 
 def model_folds(session: Session, trial: TrialRow) -> list[int]:

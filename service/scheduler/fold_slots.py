@@ -19,7 +19,8 @@ from foldwise.service.admission.cluster_fit import fold_capacity
 from foldwise.service.executor.contract import Executor
 from foldwise.service.metrics import FOLD_SLOT_SECONDS
 from foldwise.service.scheduler.cluster_share import ClusterShare, fold_needs
-from foldwise.service.scheduler.fold_task import FoldOutcome, FoldTask, StudyContext
+from foldwise.service.scheduler.fold_task import FoldOutcome, FoldTask
+from foldwise.service.scheduler.run_task import StudyContext
 from foldwise.service.scheduler.slot_meter import SlotMeter
 from foldwise.service.scheduler.store import SchedulerStore
 from foldwise.service.scheduler.trial_progress import TrialProgress, folds_to_start

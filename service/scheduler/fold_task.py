@@ -1,32 +1,27 @@
-"""One fold of one trial, the scheduler's unit of work: its attempts, epochs and pruning.
+"""One fold of one trial, the scheduler's unit of work: a run (``run_task``) whose epochs the
+pruning rule judges, and whose end is the fold's value.
 
-A fold whose workers died is relaunched as a new attempt, up to ``trainer.retries`` times, and
-resumes from the checkpoint its earlier attempt left; a fold whose user code raised fails (the
-same code would fail again). After each epoch the pruning rule may stop the run; the study
-runner may stop it too (its trial was pruned or failed). A stopped run ends after the epoch it
-is in, and its workers stay warm for the next fold.
-
-The task queues its epochs and files as they come (they are written in batches: the executor's
-stream is never held up by the database), and records the end of an attempt that is tried
-again; how the fold ended it only returns (``FoldOutcome``): the study runner alone writes fold
-ends and trial verdicts, one after the other, so a verdict always sees every fold end before it.
+After each epoch the pruning rule may stop the run; the study runner may stop it too (its trial
+was pruned or failed). How the fold ended the task only returns (``FoldOutcome``): the study
+runner alone writes fold ends and trial verdicts, one after the other, so a verdict always sees
+every fold end before it.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from foldwise.schemas import FoldStatus
-from foldwise.service.executor.contract import Executor, FoldFailed, FoldRunStats
-from foldwise.service.scheduler.pruning import FoldCurves, prune_verdict
-from foldwise.service.scheduler.store import SchedulerStore, TrialHandle
+from foldwise.service.executor.contract import FoldFailed
+from foldwise.service.scheduler.pruning import prune_verdict
+from foldwise.service.scheduler.run_task import RunRecord, RunTask, StudyContext
+from foldwise.service.scheduler.store import TrialHandle
 from foldwise.spec import StudySpec
 from foldwise.trainers.artifact_keys import fold_artifact_key
 from foldwise.trainers.job import FoldJob, trained_seconds
 from foldwise.trainers.objective import fold_metric_values, fold_value
-from foldwise.trainers.report import EpochReport, FoldWarning, SavedArtifact
+from foldwise.trainers.report import EpochReport
 
 
 @dataclass(frozen=True)
@@ -49,22 +44,6 @@ class FoldOutcome:
     metrics: dict[str, float] | None = None
     """With several objectives or constraints: each metric they name, at the epoch the first
     objective picks (``StudySpec.scored_metrics``)."""
-
-
-@dataclass(frozen=True)
-class StudyContext:
-    """What every fold task of a study shares; ``curves`` is None when pruning is off."""
-
-    spec: StudySpec
-    study_id: int
-    store: SchedulerStore
-    executor: Executor
-    curves: FoldCurves | None = None
-    code_hash: str | None = None
-    """The snapshot of the task's package every fold run of the study runs."""
-    service_stopping: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set before the folds are cancelled because the service stops: a run cut short then is
-    ``lost`` (to run again), not ``cancelled`` (its trial ended first)."""
 
 
 def fold_job(
@@ -95,11 +74,10 @@ def fold_job(
     )
 
 
-class FoldTask:
+class FoldTask(RunTask[FoldOutcome]):
     """Runs fold ``fold`` of ``trial`` to its end (``run``); ``stop`` ends it early.
-    ``first_run``: its first attempt's stored (fold run id, attempt). ``on_training`` is told
-    when an attempt starts to train on its workers and when it stops
-    (``FoldRunStats.set_training``)."""
+    ``first_run``: its first attempt's stored (fold run id, attempt), when the study runner
+    created it with the other folds it started at once."""
 
     def __init__(
         self,
@@ -109,115 +87,45 @@ class FoldTask:
         on_training: Callable[[bool], None] | None = None,
         first_run: tuple[int, int] | None = None,
     ) -> None:
-        self.context = context
+        super().__init__(context, trial.number, on_training=on_training, first_run=first_run)
         self.trial = trial
         self.fold = fold
-        self.on_training = on_training
-        self._first_run = first_run
-        """(fold run id, attempt) of its first attempt, when the study runner created it with
-        the other folds it started at once (else the attempt creates its own)."""
-        self.run_id: int | None = None if first_run is None else first_run[0]
-        """The fold run of the attempt in progress (None before the first is stored)."""
-        self._stop = asyncio.Event()
-        self._stop_reason: str | None = None
-        self._stats: FoldRunStats | None = None
 
-    @property
-    def placing_since(self) -> float | None:
-        """``time.monotonic()`` when the attempt in progress began to wait for its workers,
-        or None (it has them, or has not asked yet)."""
-        return None if self._stats is None else self._stats.placing_since
+    async def _start(self) -> tuple[int, int]:
+        context = self.context
+        return await context.store.start_fold_run(context.study_id, self.trial.id, self.fold)
 
-    def stop(self, reason: str) -> None:
-        """End the run after the epoch in progress (or before it starts), for ``reason``."""
-        if not self._stop.is_set():
-            self._stop_reason = reason
-            self._stop.set()
-
-    async def run(self) -> FoldOutcome:
-        """Every attempt the fold needs; the last one's outcome."""
-        retries = self.context.spec.trainer.retries
-        while True:
-            if self._stop.is_set():  # its trial ended before this fold started
-                return FoldOutcome(self.fold, self.run_id or 0, FoldStatus.CANCELLED)
-            try:
-                return await self._attempt()
-            except FoldFailed as exc:
-                run_id = self.run_id or 0
-                if not exc.retryable or retries <= 0:
-                    return FoldOutcome(
-                        self.fold,
-                        run_id,
-                        FoldStatus.FAILED,
-                        reason=exc.message,
-                        traceback=exc.traceback,
-                        fatal=exc.fatal,
-                    )
-                await self.context.store.finish_fold_run(  # this attempt's end, not the fold's
-                    self.context.study_id,
-                    run_id,
-                    FoldStatus.FAILED,
-                    error=exc.message,
-                    traceback=exc.traceback,
-                )
-                retries -= 1
-
-    async def _attempt(self) -> FoldOutcome:
-        context, spec = self.context, self.context.spec
-        store, study_id = context.store, context.study_id
-        if self._first_run is not None:
-            (self.run_id, attempt), self._first_run = self._first_run, None
-        else:
-            self.run_id, attempt = await store.start_fold_run(study_id, self.trial.id, self.fold)
-        job = fold_job(
-            spec,
-            study_id,
+    def _job(self, attempt: int) -> FoldJob:
+        context = self.context
+        return fold_job(
+            context.spec,
+            context.study_id,
             self.trial,
             self.fold,
             attempt=attempt,
-            keep_artifacts=store.artifact_dir is not None,
+            keep_artifacts=context.store.artifact_dir is not None,
             code_hash=context.code_hash,
         )
-        run = _RunRecord(epochs_planned=job.epochs)
-        stats = self._stats = FoldRunStats(world_size=job.world_size)
-        stats.on_training = self.on_training
-        run_id = self.run_id
-        try:
-            async for event in context.executor.run_fold(
-                job,
-                cpus_per_worker=spec.resources.cpus_per_worker,
-                gpus_per_worker=spec.resources.gpus_per_worker,
-                stop=self._stop,
-                stats=stats,
-            ):
-                if not run.placed and stats.placement:
-                    run.placed = True
-                    store.record_placement(study_id, run_id, stats.placement)
-                if isinstance(event, SavedArtifact):
-                    store.record_artifact(study_id, run_id, event.kind, event.epoch)
-                    continue
-                if isinstance(event, FoldWarning):
-                    store.record_warning(study_id, self.trial.number, event, fold_run_id=run_id)
-                    continue
-                store.record_epoch(study_id, run_id, event)
-                self._take_epoch(run, event)
-        except FoldFailed:
-            if not run.placed and stats.placement:  # it failed before its first epoch
-                store.record_placement(study_id, run_id, stats.placement)
-            if not self._stop.is_set():
-                raise
-            # it failed in an epoch trained after it was told to stop: what counts is the end
-            # it was told (pruned at its decision, or cancelled), not the failure
-            run.stopped = True
-        return self._outcome(run)
 
-    def _take_epoch(self, run: _RunRecord, report: EpochReport) -> None:
+    def _cancelled(self) -> FoldOutcome:  # its trial ended before this fold started
+        return FoldOutcome(self.fold, self.run_id or 0, FoldStatus.CANCELLED)
+
+    async def _failed(self, error: FoldFailed) -> FoldOutcome:
+        return FoldOutcome(
+            self.fold,
+            self.run_id or 0,
+            FoldStatus.FAILED,
+            reason=error.message,
+            traceback=error.traceback,
+            fatal=error.fatal,
+        )
+
+    def _take_epoch(self, run: RunRecord, report: EpochReport) -> None:
         """Count an epoch in, and ask the pruning rule about the run so far."""
-        if report.stopped:
-            run.stopped = True
-        if run.stopped or run.pruned is not None:
+        counted = len(run.epochs)
+        super()._take_epoch(run, report)
+        if len(run.epochs) == counted:
             return  # trained after the decision: stored, but it counts for nothing
-        run.epochs.append(report)
         spec, curves = self.context.spec, self.context.curves
         if spec.objective.metric not in report.metrics:
             return
@@ -230,7 +138,7 @@ class FoldTask:
         if run.pruned is not None:
             self.stop(run.pruned)
 
-    def _outcome(self, run: _RunRecord) -> FoldOutcome:
+    def _outcome(self, run: RunRecord) -> FoldOutcome:
         """How the run ended: cancelled, pruned, completed, or failed when the objective
         metric was never reported."""
         run_id, seconds, curve = self.run_id or 0, trained_seconds(run.epochs), tuple(run.curve)
@@ -276,16 +184,3 @@ class FoldTask:
             curve=curve,
             metrics=metrics,
         )
-
-
-@dataclass
-class _RunRecord:
-    """What one attempt has reported: the epochs that count, the objective's curve, and
-    whether it was stopped (from outside) or pruned (by the rule, with the reason)."""
-
-    epochs_planned: int
-    epochs: list[EpochReport] = field(default_factory=list)
-    curve: list[float] = field(default_factory=list)
-    stopped: bool = False
-    pruned: str | None = None
-    placed: bool = False

@@ -3,10 +3,11 @@
 The API asks for them (a refit ``queued``, a hold-out score ``queued``), and a study whose spec
 has ``holdout`` asks for its score as it ends; the scheduler runs them here, one study's jobs
 one at a time, refits first (a hold-out score may wait for one). A refit trains a trial's
-params on all the training data through the fold path (the executor's ``run_fold``: DDP,
-checkpoints, the study's code); a retried attempt, or one a restart cut short, resumes from its
-checkpoint. A score rebuilds saved models in a worker (``trainers.holdout``) and predicts the
-test data there: the service never imports the task.
+params on all the training data as a run (``refit_task``: a fold's attempts, retries, statuses
+and write path, the executor's ``run_fold`` with DDP, checkpoints and the study's code); a
+retried attempt, or one a restart cut short, resumes from its checkpoint. A score rebuilds
+saved models in a worker (``trainers.holdout``) and predicts the test data there: the service
+never imports the task.
 """
 
 from __future__ import annotations
@@ -27,18 +28,16 @@ from foldwise.service.db import trials as trial_repo
 from foldwise.service.db.models import RefitRow, StudyRow
 from foldwise.service.executor.contract import Executor, FoldFailed
 from foldwise.service.scheduler.lease import LeaseLost
+from foldwise.service.scheduler.refit_task import RefitAsked, RefitTask, refit_job
+from foldwise.service.scheduler.run_task import StudyContext, retried
 from foldwise.service.scheduler.store import SchedulerStore
 from foldwise.spec import StudySpec
-from foldwise.trainers.artifact_keys import refit_artifact_key
 from foldwise.trainers.job import FoldJob
-from foldwise.trainers.report import MODEL_FILE, EpochReport, FoldWarning, SavedArtifact
+from foldwise.trainers.report import MODEL_FILE
 from foldwise.trainers.task import TaskProfile
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
-
-SCORE_TRIES = 2
-"""A score whose worker was lost is tried once more."""
 
 
 class HoldoutFailed(Exception):
@@ -143,33 +142,34 @@ class HoldoutRunner:
         )
 
     async def _train_refit(self, study: _Study, number: int) -> FoldJob:
+        """Run refit ``number`` as a run (``RefitTask``: a fold's attempts, retries and write
+        path) and write its last attempt's end; the job it trained."""
         if self.store.artifact_dir is None:
             raise HoldoutFailed("the service keeps no artifacts, so a refit's model has no home")
-        retries = study.spec.trainer.retries
-        while True:
-            attempt, trial, params, epochs = await self._start_attempt(number)
-            job = _refit_job(study, self.study_id, trial, params, number, epochs, attempt)
-            try:
-                await self._stream(study, job, number, trial)
-                return job
-            except FoldFailed as exc:
-                if not exc.retryable or retries <= 0:
-                    raise
-                retries -= 1
+        asked = await self.store.read(lambda s: self._asked(s, number))
+        context = StudyContext(
+            study.spec, self.study_id, self.store, self.executor, code_hash=study.code_hash
+        )
+        end = await RefitTask(context, asked).run()
+        error = end.error
+        await self.store.finish_fold_run(
+            self.study_id,
+            end.run_id,
+            end.status,
+            error=None if error is None else error.message,
+            traceback=None if error is None else error.traceback,
+            train_seconds=end.train_seconds,
+        )
+        if error is not None:
+            raise error
+        return self._refit_job(study, asked)
 
-    async def _stream(self, study: _Study, job: FoldJob, number: int, trial: int) -> None:
-        resources = study.spec.resources
-        async for event in self.executor.run_fold(
-            job,
-            cpus_per_worker=resources.cpus_per_worker,
-            gpus_per_worker=resources.gpus_per_worker,
-        ):
-            if isinstance(event, SavedArtifact):
-                await self._on_refit(number, refit_repo.record_artifact, event.kind, event.epoch)
-            elif isinstance(event, EpochReport):
-                await self._on_refit(number, refit_repo.record_epoch, event, trials=False)
-            elif isinstance(event, FoldWarning):
-                self.store.record_warning(self.study_id, trial, event)
+    def _asked(self, session: Session, number: int) -> RefitAsked:
+        refit = self._refit_row(session, number)
+        trial = trial_repo.get_trial(session, self.study_id, refit.trial_number)
+        if trial is None:
+            raise HoldoutFailed(f"trial {refit.trial_number} is gone")
+        return RefitAsked(number, refit.trial_number, dict(trial.params), refit.epochs)
 
     async def _score_refit(self, study: _Study, job: FoldJob) -> dict[str, float]:
         """The test-data score of the refit model ``job`` saved."""
@@ -181,25 +181,11 @@ class HoldoutRunner:
             raise HoldoutFailed("the refit ended without saving its model (ctx.save_model)")
         return (await self._score_models(study, job, [model]))["ensemble"]
 
-    async def _start_attempt(self, number: int) -> tuple[int, int, dict[str, Any], int]:
-        """Mark the refit running (a new attempt when it ran before); (attempt, trial number,
-        the trial's params, epochs)."""
-
-        def work(session: Session) -> tuple[int, int, dict[str, Any], int]:
-            refit = self._refit_row(session, number)
-            trial = trial_repo.get_trial(session, self.study_id, refit.trial_number)
-            if trial is None:
-                raise HoldoutFailed(f"trial {refit.trial_number} is gone")
-            attempt = refit_repo.start_attempt(refit)
-            return attempt, refit.trial_number, dict(trial.params), refit.epochs
-
-        return await self._write(work)
-
     async def _on_refit(
-        self, number: int, change: Callable[..., None], *args: Any, trials: bool = True, **kw: Any
+        self, number: int, change: Callable[..., None], *args: Any, **kw: Any
     ) -> None:
         """``change(refit, *args, **kw)`` of refit ``number``, written."""
-        await self._write(lambda s: change(self._refit_row(s, number), *args, **kw), trials=trials)
+        await self._write(lambda s: change(self._refit_row(s, number), *args, **kw))
 
     # -- hold-out scores ------------------------------------------------------------------------
 
@@ -278,33 +264,43 @@ class HoldoutRunner:
         refit = asked.refit
         if refit is None:
             raise HoldoutFailed("no refit was asked for")
-        if refit.status is not JobStatus.COMPLETED or not refit.model_saved:
+        if refit.status is not JobStatus.COMPLETED or not refit_repo.model_saved(refit):
             raise HoldoutFailed(f"refit {refit.number} failed: {refit.error}")
         if refit.test_metrics is not None:
             return refit.test_metrics
-        job = _refit_job(study, self.study_id, asked.trial, asked.params, refit.number, 1, 0)
+        job = self._refit_job(study, RefitAsked(refit.number, asked.trial, asked.params, 1))
         return await self._score_refit(study, job)
 
     async def _score_models(
         self, study: _Study, job: FoldJob, models: list[bytes]
     ) -> dict[str, Any]:
         """``{"ensemble": metrics, "members": [metrics of each model]}`` of ``models``, from a
-        worker (tried again if it was lost)."""
+        worker (tried again when it was lost, as a run is: ``trainer.retries`` times)."""
         resources = study.spec.resources
-        for attempt in range(SCORE_TRIES):
-            try:
-                return await self.executor.score_models(
-                    job, models, cpus=resources.cpus_per_worker, gpus=resources.gpus_per_worker
-                )
-            except FoldFailed as exc:
-                if not exc.retryable or attempt + 1 == SCORE_TRIES:
-                    raise
-        raise AssertionError("unreachable")
+        return await retried(
+            lambda: self.executor.score_models(
+                job, models, cpus=resources.cpus_per_worker, gpus=resources.gpus_per_worker
+            ),
+            study.spec.trainer.retries,
+        )
 
     # -- inside ---------------------------------------------------------------------------------
 
-    async def _write(self, work: Callable[[Session], T], *, trials: bool = True) -> T:
-        return await self.store.write(self.study_id, work, trials=trials)
+    async def _write(self, work: Callable[[Session], T]) -> T:
+        return await self.store.write(self.study_id, work)
+
+    def _refit_job(self, study: _Study, asked: RefitAsked) -> FoldJob:
+        """What the refit trains (its model's key: what a score of it reads)."""
+        return refit_job(
+            study.spec,
+            self.study_id,
+            asked.trial,
+            asked.params,
+            asked.number,
+            asked.epochs,
+            attempt=0,
+            code_hash=study.code_hash,
+        )
 
     def _study(self, session: Session) -> StudyRow:
         study = session.get(StudyRow, self.study_id)
@@ -317,36 +313,6 @@ class HoldoutRunner:
         if refit is None:
             raise HoldoutFailed(f"refit {number} is gone")
         return refit
-
-
-def _refit_job(
-    study: _Study,
-    study_id: int,
-    trial_number: int,
-    params: dict[str, Any],
-    number: int,
-    epochs: int,
-    attempt: int,
-) -> FoldJob:
-    """Refit ``number``: the trial's params on all the training data for ``epochs`` epochs,
-    its last epoch's model kept, no early stopping: nothing is chosen on what it reports."""
-    job = FoldJob.from_spec(
-        study.spec,
-        params=params,
-        fold=0,
-        trial_key=f"study{study_id}-trial{trial_number}",
-        artifact_key=refit_artifact_key(study_id, trial_number, number),
-        resume=attempt > 0,
-        code_hash=study.code_hash,
-        attempt=attempt,
-    )
-    return dataclasses.replace(
-        job,
-        refit=True,
-        trainer=job.trainer.model_copy(update={"epochs": epochs}),
-        objective=job.objective.model_copy(update={"use": "last"}),
-        early_stopping=None,
-    )
 
 
 def _fail_open_jobs(session: Session, study_id: int, error: BaseException) -> None:

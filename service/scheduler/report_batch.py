@@ -45,8 +45,8 @@ RETRY_SECONDS = (0.1, 0.5, 1.0, 2.0, 5.0)
 @dataclass
 class FoldReport:
     """One thing a fold run reported: an epoch, an artifact (``kind``, after ``epoch``), its
-    placement, or a warning of the study (``trial``: the trial number it came from; ``run_id``
-    0 for a refit's)."""
+    placement, or a warning of the study (``trial``: the trial number it came from). A
+    refit's attempts are runs too: their reports take the same path."""
 
     study_id: int
     run_id: int

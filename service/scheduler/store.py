@@ -340,7 +340,7 @@ class SchedulerStore:
     def record_warning(
         self, study_id: int, trial: int | None, warning: FoldWarning, *, fold_run_id: int = 0
     ) -> None:
-        """A fold run (``fold_run_id``; 0: a refit) of trial number ``trial`` warned of
+        """A run (``fold_run_id``: a fold's or a refit's) of trial number ``trial`` warned of
         something suspect: a warning of the study (``db.study_warnings``), seen by every reader
         of it, in the next batch."""
         self.reports.add(FoldReport(study_id, fold_run_id, warning=warning, trial=trial))

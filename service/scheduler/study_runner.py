@@ -31,10 +31,10 @@ from foldwise.service.executor.contract import Executor
 from foldwise.service.metrics import SUGGESTION_SECONDS
 from foldwise.service.scheduler.cluster_share import ClusterShare
 from foldwise.service.scheduler.fold_slots import FoldSlots
-from foldwise.service.scheduler.fold_task import StudyContext
 from foldwise.service.scheduler.holdout_runner import queue_study_holdout
 from foldwise.service.scheduler.lease import LeaseLost
 from foldwise.service.scheduler.pruning import FoldCurves
+from foldwise.service.scheduler.run_task import StudyContext
 from foldwise.service.scheduler.store import SchedulerStore
 from foldwise.service.scheduler.trial_verdicts import StudyCannotRun, TrialVerdicts
 from foldwise.service.study_optimizer import build_optimizer

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
@@ -146,5 +147,80 @@ def test_upgrade_keeps_the_newest_of_several_active_tokens_of_a_name(database_ur
         with engine.connect() as conn:
             query = "SELECT id FROM api_tokens WHERE revoked_at IS NULL ORDER BY id"
             assert [row[0] for row in conn.execute(text(query))] == [3, 4]
+    finally:
+        engine.dispose()
+
+
+def test_upgrade_to_0012_moves_a_refits_attempt_and_curve_to_a_run(database_url: str) -> None:
+    """A refit's last attempt becomes a run with epoch rows (a queued refit has none); the
+    downgrade puts them back on the refit."""
+    config = alembic_config(database_url)
+    command.upgrade(config, "0011")
+    curve = json.dumps(
+        [
+            {"epoch": 1, "metrics": {"loss": 0.5}, "restored": True},
+            {"epoch": 2, "metrics": {"loss": 0.25}, "restored": False},
+        ]
+    )
+    engine = make_engine(database_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO studies (id, name, status, spec, created_at, stop_requested) "
+                    "VALUES (1, 's', 'completed', '{}', '2026-11-22 10:00:00', false)"
+                )
+            )
+            for number, status, attempt, kept in (
+                (1, "completed", 1, curve),
+                (2, "queued", 0, "[]"),
+            ):
+                conn.execute(
+                    text(
+                        "INSERT INTO refits (study_id, number, trial_number, status, epochs, "
+                        "attempt, requested_at, curve, checkpoint_epoch, model_saved) VALUES "
+                        "(1, :number, 0, :status, 2, :attempt, '2026-11-22 10:00:00', :curve, "
+                        ":checkpoint, :saved)"
+                    ),
+                    {
+                        "number": number,
+                        "status": status,
+                        "attempt": attempt,
+                        "curve": kept,
+                        "checkpoint": 2 if attempt else None,
+                        "saved": bool(attempt),
+                    },
+                )
+        assert upgrade_database(database_url) == head_revision()
+        with engine.connect() as conn:
+            runs = conn.execute(
+                text(
+                    "SELECT r.number, f.id, f.attempt, f.status, f.trial_id, f.fold, "
+                    "f.checkpoint_epoch, f.model_saved FROM fold_runs f "
+                    "JOIN refits r ON r.id = f.refit_id"
+                )
+            ).all()
+            [(number, run_id, *run)] = runs
+            assert number == 1 and tuple(run) == (1, "completed", None, None, 2, True)
+            epochs = conn.execute(
+                text(
+                    "SELECT epoch, restored FROM epoch_metrics WHERE fold_run_id = :run "
+                    "ORDER BY epoch"
+                ),
+                {"run": run_id},
+            ).all()
+            assert [tuple(e) for e in epochs] == [(1, True), (2, False)]
+        command.downgrade(config, "0011")
+        with engine.connect() as conn:
+            rows = conn.execute(
+                text("SELECT number, attempt, curve, model_saved FROM refits ORDER BY number")
+            ).all()
+            assert conn.execute(text("SELECT count(*) FROM fold_runs")).scalar() == 0
+            assert conn.execute(text("SELECT count(*) FROM epoch_metrics")).scalar() == 0
+        (_, attempt, kept, saved), (_, queued_attempt, queued_curve, _) = rows
+        kept = json.loads(kept) if isinstance(kept, str) else kept
+        assert (attempt, bool(saved), queued_attempt) == (1, True, 0)
+        assert [(e["epoch"], e["restored"]) for e in kept] == [(1, True), (2, False)]
+        assert queued_curve in ([], "[]")
     finally:
         engine.dispose()

@@ -16,8 +16,9 @@ from foldwise.service.db.engine import SessionRunner
 from foldwise.service.db.models import FoldRunRow
 from foldwise.service.db.schema import upgrade_database
 from foldwise.service.executor import RayExecutor
-from foldwise.service.scheduler.fold_task import FoldTask, StudyContext
+from foldwise.service.scheduler.fold_task import FoldTask
 from foldwise.service.scheduler.pruning import FoldCurves
+from foldwise.service.scheduler.run_task import StudyContext
 from foldwise.service.scheduler.store import SchedulerStore, TrialHandle
 from foldwise.spec import StudySpec
 from tests.service.study_specs import tiny_task_spec

@@ -15,9 +15,9 @@ import pytest
 import torch
 from sqlalchemy import select
 
-from foldwise.schemas import JobStatus, StudyStatus, TrialStatus
+from foldwise.schemas import FoldStatus, JobStatus, StudyStatus, TrialStatus
 from foldwise.service.db.engine import make_engine, make_session_factory
-from foldwise.service.db.models import RefitRow
+from foldwise.service.db.models import FoldRunRow, RefitRow
 from foldwise.trainers import load_model
 from foldwise.trainers.builtin import digits_mlp
 from tests.live_service import LiveService
@@ -191,11 +191,21 @@ def test_data_that_cannot_be_split_ends_the_study_at_once_saying_why(
     assert all(t.status is TrialStatus.FAILED for t in trials)
 
 
-def _refit_rows(url: str) -> list[tuple[JobStatus, int, int | None]]:
+def _refit_rows(url: str) -> list[tuple[JobStatus, FoldStatus, int, int | None]]:
+    """(refit status, run status, attempt, last checkpoint) of each attempt of each refit."""
     engine = make_engine(url)
     try:
         with make_session_factory(engine)() as session:
-            query = select(RefitRow.status, RefitRow.attempt, RefitRow.checkpoint_epoch)
+            query = (
+                select(
+                    RefitRow.status,
+                    FoldRunRow.status,
+                    FoldRunRow.attempt,
+                    FoldRunRow.checkpoint_epoch,
+                )
+                .join(FoldRunRow, FoldRunRow.refit_id == RefitRow.id)
+                .order_by(FoldRunRow.attempt)
+            )
             return [tuple(row) for row in session.execute(query)]
     finally:
         engine.dispose()
@@ -212,13 +222,14 @@ def test_a_refit_cut_short_by_a_restart_resumes_from_its_checkpoint(tmp_path: Pa
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:  # until it has a checkpoint to resume from
             rows = _refit_rows(url)
-            if rows and (rows[0][2] or 0) >= 2:
+            if rows and (rows[0][3] or 0) >= 2:
                 break
             time.sleep(0.2)
     finally:
         first.kill()
-    [(status, attempt, checkpoint)] = _refit_rows(url)
-    assert (status, attempt) == (JobStatus.RUNNING, 0) and checkpoint and checkpoint < 40
+    [(status, run_status, attempt, checkpoint)] = _refit_rows(url)
+    assert (status, run_status, attempt) == (JobStatus.RUNNING, FoldStatus.RUNNING, 0)
+    assert checkpoint and checkpoint < 40
     second = LiveService(url, tmp_path / "second.log").start()
     try:
         with second.sdk() as client:
@@ -229,6 +240,11 @@ def test_a_refit_cut_short_by_a_restart_resumes_from_its_checkpoint(tmp_path: Pa
     finally:
         second.stop()
     assert done.status is JobStatus.COMPLETED and done.attempt == 1, done.error
+    # the attempt the kill cut short is lost, as a fold's would be; the next one completed
+    assert [row[1:3] for row in _refit_rows(url)] == [
+        (FoldStatus.LOST, 0),
+        (FoldStatus.COMPLETED, 1),
+    ]
     assert done.model_saved and len(done.curve) == 40
     restored = [e.epoch for e in done.curve if e.restored]
     # resumed, not trained again: from the checkpoint the row names, or a newer one whose file

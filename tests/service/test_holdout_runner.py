@@ -25,7 +25,13 @@ from foldwise.service.scheduler.holdout_runner import HoldoutRunner
 from foldwise.service.scheduler.store import SchedulerStore
 from foldwise.spec import StudySpec
 from foldwise.trainers.job import FoldJob
-from foldwise.trainers.report import ArtifactKind, EpochReport, SavedArtifact
+from foldwise.trainers.report import (
+    ArtifactKind,
+    EpochReport,
+    FoldWarning,
+    SavedArtifact,
+    WarningKind,
+)
 from foldwise.trainers.task import resolve_task
 from tests.service.study_specs import study_spec
 
@@ -113,8 +119,15 @@ def test_a_refit_whose_score_failed_leaves_the_ensemble_standing(
     _run(db, study_id, executor, artifacts)
     study, [refit] = _state(db, study_id)
     # the refit trained: its epochs, its model, and why its score failed (tried twice: lost)
-    assert (refit.status, refit.model_saved, refit.epochs) == (JobStatus.COMPLETED, True, 2)
-    assert [e["epoch"] for e in refit.curve] == [1, 2] and refit.test_metrics is None
+    assert (refit.status, refit.epochs) == (JobStatus.COMPLETED, 2)
+    [run] = refit.runs  # its one attempt: a run with a fold's status, epoch rows and files
+    assert (run.status, run.model_saved, run.trial_id, run.fold) == (
+        FoldStatus.COMPLETED,
+        True,
+        None,
+        None,
+    )
+    assert [e.epoch for e in run.epochs] == [1, 2] and refit.test_metrics is None
     assert (
         refit.error == "not scored on the test data: ValueError: the refit's model does not load"
     )
@@ -166,3 +179,52 @@ def test_a_damaged_row_fails_its_jobs_once(database_url: str, tmp_path: Path) ->
     assert refit.status is JobStatus.FAILED and refit.error.startswith("JSONDecodeError")
     assert study.holdout_status is JobStatus.FAILED
     assert db._read(refit_repo.studies_with_open_jobs) == []
+
+
+class LosingExecutor(ScriptedExecutor):
+    """Loses the workers of a refit's first attempt after its first epoch and checkpoint, and
+    warns of something in its second: the refit is a run, retried as a fold is."""
+
+    def __init__(self, artifacts: Path) -> None:
+        super().__init__(artifacts, [{"loss": 0.25}])
+        self.jobs: list[FoldJob] = []
+
+    async def run_fold(self, job: FoldJob, **kw: Any) -> AsyncIterator[Any]:
+        self.jobs.append(job)
+        if len(self.jobs) == 1:
+            yield EpochReport(1, {"val_loss": 1.0})
+            yield SavedArtifact(ArtifactKind.CHECKPOINT, 1, b"")
+            raise FoldFailed("the workers were lost: ActorDiedError", retryable=True)
+        yield EpochReport(1, {"val_loss": 1.0}, restored=True)
+        yield FoldWarning(WarningKind.TASK, "a loss was NaN once")
+        async for event in super().run_fold(job, **kw):
+            if not (isinstance(event, EpochReport) and event.epoch == 1):
+                yield event
+
+
+def test_a_refit_whose_workers_were_lost_runs_again_as_a_fold_does(
+    database_url: str, tmp_path: Path
+) -> None:
+    artifacts = tmp_path / "artifacts"
+    db, study_id = _ended_study(database_url, artifacts)
+
+    def ask(session) -> None:
+        row = session.get(StudyRow, study_id)
+        trial = trial_repo.get_trial(session, study_id, 0)
+        refit_repo.queue_refit(session, row, row.spec, trial, epochs=2)
+
+    db._write(ask)
+    executor = LosingExecutor(artifacts)
+    _run(db, study_id, executor, artifacts)
+    study, [refit] = _state(db, study_id)
+    assert refit.status is JobStatus.COMPLETED and refit.test_metrics == {"loss": 0.25}
+    first, second = refit.runs
+    # the lost attempt ended failed with its epoch and checkpoint; the next resumed from it
+    assert (first.attempt, first.status, first.checkpoint_epoch) == (0, FoldStatus.FAILED, 1)
+    assert "ActorDiedError" in first.error and [e.epoch for e in first.epochs] == [1]
+    assert [job.resume for job in executor.jobs] == [False, True]
+    assert (second.attempt, second.status, second.model_saved) == (1, FoldStatus.COMPLETED, True)
+    assert [(e.epoch, e.restored) for e in second.epochs] == [(1, True), (2, False)]
+    assert second.finished_at is not None and second.train_seconds is not None
+    [warning] = study.warnings  # through the fold runs' path, naming the refit's trial
+    assert warning["message"] == "a loss was NaN once" and warning["trials"] == [0]
