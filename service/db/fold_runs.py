@@ -164,38 +164,51 @@ def record_epochs(session: Session, reports: Sequence[tuple[int, EpochReport]]) 
     session.execute(statement, rows)
 
 
-def record_run_files(session: Session, checkpoints: dict[int, int], models: set[int]) -> None:
-    """Many fold runs' artifact records at once: the latest epoch each checkpointed after
-    (``checkpoints``), and which saved their model (``models``), in fold run order."""
-    runs = FoldRunRow.__table__.c  # Core statements: one executemany, no ORM bookkeeping
-    if checkpoints:
-        latest, epoch = runs.checkpoint_epoch, bindparam("checkpoint", type_=Integer)
-        session.execute(
-            update(FoldRunRow.__table__)
-            .where(runs.id == bindparam("run"))
-            .values(
-                checkpoint_epoch=case((latest.is_(None) | (latest < epoch), epoch), else_=latest)
+_LATEST_CHECKPOINT = bindparam("checkpoint", type_=Integer)
+_RECORD_CHECKPOINT = (
+    update(_RUNS)
+    .where(_RUNS.c.id == bindparam("run"))
+    .values(
+        checkpoint_epoch=case(
+            (
+                _RUNS.c.checkpoint_epoch.is_(None)
+                | (_RUNS.c.checkpoint_epoch < _LATEST_CHECKPOINT),
+                _LATEST_CHECKPOINT,
             ),
+            else_=_RUNS.c.checkpoint_epoch,
+        )
+    )
+)
+_RECORD_MODELS = (
+    update(_RUNS).where(_RUNS.c.id.in_(bindparam("runs", expanding=True))).values(model_saved=True)
+)
+_RECORD_PLACEMENT = (
+    update(_RUNS)
+    .where(_RUNS.c.id == bindparam("run"), _RUNS.c.placement.is_(None))
+    .values(placement=bindparam("where", type_=_RUNS.c.placement.type))
+)
+"""The batch lane's statements for a run's files and placement, built once (Core: one
+executemany a batch, no ORM bookkeeping)."""
+
+
+def record_run_files(session: Session, checkpoints: dict[int, int], models: set[int]) -> None:
+    """Many runs' artifact records at once: the latest epoch each checkpointed after
+    (``checkpoints``), and which saved their model (``models``), in run order."""
+    if checkpoints:
+        session.execute(
+            _RECORD_CHECKPOINT,
             [{"run": run, "checkpoint": checkpoints[run]} for run in sorted(checkpoints)],
         )
     if models:
-        session.execute(
-            update(FoldRunRow.__table__)
-            .where(runs.id.in_(sorted(models)))
-            .values(model_saved=True)
-        )
+        session.execute(_RECORD_MODELS, {"runs": sorted(models)})
 
 
 def record_placements(session: Session, placements: dict[int, list[dict[str, Any]]]) -> None:
-    """Where each of these fold runs' ranks were placed, where it is not known yet."""
+    """Where each of these runs' ranks were placed, where it is not known yet."""
     if not placements:
         return
-    runs = FoldRunRow.__table__.c
     session.execute(
-        update(FoldRunRow.__table__)
-        .where(runs.id == bindparam("run"), runs.placement.is_(None))
-        .values(placement=bindparam("where", type_=runs.placement.type)),
-        [{"run": run, "where": placements[run]} for run in sorted(placements)],
+        _RECORD_PLACEMENT, [{"run": run, "where": placements[run]} for run in sorted(placements)]
     )
 
 
@@ -242,44 +255,57 @@ def mark_lost_fold_runs(session: Session, study_id: int) -> int:
     return result.rowcount or 0
 
 
+def _close_runs(owner: Any) -> Any:
+    """An update of the runs still ``running`` among those whose ``owner`` column (their id,
+    trial or refit) is in ``b_owners``, to ``b_status`` with ``b_error``."""
+    return (
+        update(_RUNS)
+        .where(owner.in_(bindparam("b_owners", expanding=True)))
+        .where(_RUNS.c.status == FoldStatus.RUNNING)
+        .values(
+            status=bindparam("b_status"),
+            finished_at=bindparam("b_now"),
+            error=bindparam("b_error"),
+        )
+    )
+
+
+_CLOSE_RUNS = _close_runs(_RUNS.c.id)
+_CLOSE_TRIAL_RUNS = _close_runs(_RUNS.c.trial_id)
+_CLOSE_REFIT_RUNS = _close_runs(_RUNS.c.refit_id)
+
+
+def _close(
+    session: Session, statement: Any, owners: Sequence[int], status: FoldStatus, error: str | None
+) -> int:
+    if not owners:
+        return 0
+    session.flush()
+    result = session.connection().execute(
+        statement,
+        {"b_owners": list(owners), "b_status": status, "b_now": utcnow(), "b_error": error},
+    )
+    return result.rowcount or 0
+
+
 def close_fold_runs(
     session: Session, fold_run_ids: Sequence[int], status: FoldStatus, error: str | None
 ) -> int:
-    """Fold runs among these still ``running``: mark them ended with ``status``."""
-    result = session.execute(
-        update(FoldRunRow)
-        .where(FoldRunRow.id.in_(fold_run_ids), FoldRunRow.status == FoldStatus.RUNNING)
-        .values(status=status, finished_at=utcnow(), error=error)
-        .execution_options(synchronize_session=False)
-    )
-    return result.rowcount or 0
+    """Runs among these still ``running``: mark them ended with ``status``."""
+    return _close(session, _CLOSE_RUNS, fold_run_ids, status, error)
 
 
 def close_refit_runs(session: Session, refit_ids: Sequence[int], error: str | None) -> int:
     """Runs of these refits still ``running``: mark them failed, as their refit has ended."""
-    if not refit_ids:
-        return 0
-    result = session.execute(
-        update(FoldRunRow)
-        .where(FoldRunRow.refit_id.in_(refit_ids), FoldRunRow.status == FoldStatus.RUNNING)
-        .values(status=FoldStatus.FAILED, finished_at=utcnow(), error=error)
-        .execution_options(synchronize_session=False)
-    )
-    return result.rowcount or 0
+    return _close(session, _CLOSE_REFIT_RUNS, refit_ids, FoldStatus.FAILED, error)
 
 
 def close_open_fold_runs(session: Session, trial_ids: Sequence[int]) -> int:
     """Fold runs of these trials still ``running``: mark them cancelled, as their trial has
     ended (a fold cancelled while its record was being created is one)."""
-    if not trial_ids:
-        return 0
-    result = session.execute(
-        update(FoldRunRow)
-        .where(FoldRunRow.trial_id.in_(trial_ids), FoldRunRow.status == FoldStatus.RUNNING)
-        .values(status=FoldStatus.CANCELLED, finished_at=utcnow(), error="its trial ended first")
-        .execution_options(synchronize_session=False)
+    return _close(
+        session, _CLOSE_TRIAL_RUNS, trial_ids, FoldStatus.CANCELLED, "its trial ended first"
     )
-    return result.rowcount or 0
 
 
 def fold_runs_of(session: Session, trial_id: int) -> Sequence[FoldRunRow]:

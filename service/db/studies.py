@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -148,16 +149,25 @@ def best_trials(session: Session, studies: Sequence[StudyRow]) -> dict[int, Tria
     query: a correlated ``ORDER BY value LIMIT 1`` per study, so each is one walk of
     ``ix_trials_study_id_value``. A study of several objectives has none: its best trials are
     its Pareto front (``pareto_front``)."""
-    ids: list[Any] = []
     single = [s for s in studies if not s.spec.objectives]
-    for maximize in (False, True):
-        chosen = [s.id for s in single if s.spec.objective.maximize is maximize]
-        if chosen:
-            ids.append(_best_trial_ids(chosen, maximize=maximize))
-    if not ids:
+    chosen = {
+        maximize: [s.id for s in single if s.spec.objective.maximize is maximize]
+        for maximize in (False, True)
+    }
+    directions = tuple(maximize for maximize in (False, True) if chosen[maximize])
+    if not directions:
         return {}
-    query = select(TrialRow).where(TrialRow.id.in_(union_all(*ids).scalar_subquery()))
-    return {row.study_id: row for row in session.scalars(query)}
+    params = {f"b_{'max' if maximize else 'min'}": chosen[maximize] for maximize in directions}
+    query = _best_trials_query(directions)
+    return {row.study_id: row for row in session.scalars(query, params)}
+
+
+@functools.cache
+def _best_trials_query(directions: tuple[bool, ...]) -> Select[Any]:
+    """The query of ``best_trials`` for studies that minimize, maximize or both, built once
+    (the study ids are bound: ``b_min``, ``b_max``)."""
+    ids = [_best_trial_ids(maximize=maximize) for maximize in directions]
+    return select(TrialRow).where(TrialRow.id.in_(union_all(*ids).scalar_subquery()))
 
 
 def no_best_trial(study: StudyRow) -> str:
@@ -172,7 +182,7 @@ def no_best_trial(study: StudyRow) -> str:
     return f"study {study.id} has no completed trial"
 
 
-def _best_trial_ids(study_ids: list[int], *, maximize: bool) -> Select[Any]:
+def _best_trial_ids(*, maximize: bool) -> Select[Any]:
     trial = aliased(TrialRow)
     best = (
         select(trial.id)
@@ -187,7 +197,8 @@ def _best_trial_ids(study_ids: list[int], *, maximize: bool) -> Select[Any]:
         .correlate(StudyRow)
         .scalar_subquery()
     )
-    return select(best).where(StudyRow.id.in_(study_ids))
+    ids = bindparam("b_max" if maximize else "b_min", expanding=True)
+    return select(best).where(StudyRow.id.in_(ids))
 
 
 def mark_study(
