@@ -146,8 +146,6 @@ def record_epochs(session: Session, reports: Sequence[tuple[int, EpochReport]]) 
     stored keeps its first report (a retried batch, a re-reported epoch)."""
     if not reports:
         return
-    dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     rows = [
         {
             "fold_run_id": run_id,
@@ -158,10 +156,16 @@ def record_epochs(session: Session, reports: Sequence[tuple[int, EpochReport]]) 
         }
         for run_id, report in reports
     ]
-    statement = insert(EpochMetricRow).on_conflict_do_nothing(
-        index_elements=["fold_run_id", "epoch"]
-    )
-    session.execute(statement, rows)
+    session.execute(_RECORD_EPOCHS[session.get_bind().dialect.name], rows)
+
+
+_EPOCHS = EpochMetricRow.__table__
+_RECORD_EPOCHS = {
+    name: dialect_insert(_EPOCHS).on_conflict_do_nothing(index_elements=["fold_run_id", "epoch"])
+    for name, dialect_insert in (("postgresql", postgresql.insert), ("sqlite", sqlite.insert))
+}
+"""Epoch rows in bulk (Core, built once per backend); an epoch stored already keeps its first
+report."""
 
 
 _LATEST_CHECKPOINT = bindparam("checkpoint", type_=Integer)

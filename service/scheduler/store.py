@@ -30,7 +30,7 @@ from foldwise.service.db import studies as study_repo
 from foldwise.service.db import trials as trial_repo
 from foldwise.service.db import warm_start as warm_repo
 from foldwise.service.db.engine import SessionRunner
-from foldwise.service.db.models import StudyRow, TrialRow, utcnow
+from foldwise.service.db.models import StudyRow, utcnow
 from foldwise.service.db.trials import STOPPED_ERROR
 from foldwise.service.metrics import FOLDS_ENDED, TRIALS_ENDED
 from foldwise.service.scheduler.dominance_racing import FrontMember
@@ -202,10 +202,9 @@ class SchedulerStore:
 
         def work(session: Session) -> tuple[int, Observation] | None:
             end_fold(session)
-            trial = session.get(TrialRow, trial_id)
+            trial = trial_repo.end_trial(session, trial_id, status, **fields)
             if trial is None:  # deleted with its study while the trial was ending
                 return None
-            trial_repo.finish_trial(session, trial, status, **fields)
             fold_repo.close_open_fold_runs(session, [trial_id])
             return trial.number, _observation(trial, constraints=constraints)
 
