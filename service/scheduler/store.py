@@ -191,17 +191,17 @@ class SchedulerStore:
         status: TrialStatus,
         *,
         constraints: Sequence[Constraint] = (),
-        fold_end: FoldEnd | None = None,
+        fold_ends: Sequence[FoldEnd] = (),
         **fields: Any,
     ) -> Observation | None:
-        """Record how the trial ended, after ``fold_end`` (the end of the fold that decided it)
-        in the same transaction; any of its fold runs still open are closed with it. The
-        trial as the optimizer sees it now (``constraints``: the study's), or None when it is
-        gone."""
-        end_fold = await self._fold_end_work(study_id, fold_end)
+        """Record how the trial ended, after ``fold_ends`` (the fold ends taken in and not yet
+        written, the one that decided it among them) in the same transaction; any of its fold
+        runs still open are closed with it. The trial as the optimizer sees it now
+        (``constraints``: the study's), or None when it is gone."""
+        end_folds = await self._fold_ends_work(study_id, fold_ends)
 
         def work(session: Session) -> tuple[int, Observation] | None:
-            end_fold(session)
+            end_folds(session)
             trial = trial_repo.end_trial(session, trial_id, status, **fields)
             if trial is None:  # deleted with its study while the trial was ending
                 return None
@@ -209,7 +209,7 @@ class SchedulerStore:
             return trial.number, _observation(trial, constraints=constraints)
 
         ended = await self.write(study_id, work)
-        if fold_end is not None:
+        for fold_end in fold_ends:
             FOLDS_ENDED.labels(fold_end.status.value).inc()
         if ended is None:
             return None
@@ -384,26 +384,34 @@ class SchedulerStore:
     async def finish_fold_run(
         self, study_id: int, fold_run_id: int, status: FoldStatus, **fields: Any
     ) -> None:
-        """Record how a fold run ended, with its reports not yet written, in one transaction:
-        a fold end is never stored without the epochs before it."""
-        work = await self._fold_end_work(study_id, FoldEnd(fold_run_id, status, fields))
-        await self.write(study_id, work, trials=False)
-        FOLDS_ENDED.labels(status.value).inc()
+        """Record how a run ended, with its reports not yet written, in one transaction: a run's
+        end is never stored without the epochs before it."""
+        await self.finish_fold_runs(study_id, [FoldEnd(fold_run_id, status, fields)])
 
-    async def _fold_end_work(
-        self, study_id: int, fold_end: FoldEnd | None
+    async def finish_fold_runs(self, study_id: int, fold_ends: Sequence[FoldEnd]) -> None:
+        """``finish_fold_run`` of each of ``fold_ends``, in one transaction."""
+        if not fold_ends:
+            return
+        work = await self._fold_ends_work(study_id, fold_ends)
+        await self.write(study_id, work, trials=False)
+        for fold_end in fold_ends:
+            FOLDS_ENDED.labels(fold_end.status.value).inc()
+
+    async def _fold_ends_work(
+        self, study_id: int, fold_ends: Sequence[FoldEnd]
     ) -> Callable[[Session], None]:
-        """What writes ``fold_end`` in a transaction: first the run's reports still queued
-        (taken out of the queue now), then its end."""
-        if fold_end is None:
+        """What writes ``fold_ends`` in a transaction: first their runs' reports still queued
+        (taken out of the queue now), then their ends."""
+        if not fold_ends:
             return lambda _session: None
-        reports = await self.reports.take(fold_end.run_id)
+        reports = [r for end in fold_ends for r in await self.reports.take(end.run_id)]
+        ran = {end.run_id for end in fold_ends}  # the scheduler deletes no run not ended
 
         def work(session: Session) -> None:
-            ran = {fold_end.run_id}  # the scheduler deletes no run that has not ended
             if write_reports(session, reports, alive=ran):  # a warning: the trials show it
                 study_repo.touch_study(session, study_id)
-            fold_repo.finish_fold_run(session, fold_end.run_id, fold_end.status, **fold_end.fields)
+            for end in fold_ends:
+                fold_repo.finish_fold_run(session, end.run_id, end.status, **end.fields)
 
         return work
 

@@ -184,6 +184,7 @@ class StudyRunner:
             if error is not None:
                 raise error
             await verdicts.take(trial, task.result())
+        await verdicts.write_fold_ends()
         self.fold_slots.count_time()
         return bool(ended)
 

@@ -65,9 +65,11 @@ class TrialVerdicts:
         """Trials the study has in all, finished or not (what its budget counts)."""
         self.recent_errors: deque[str | None] = deque(maxlen=spec.budget.max_consecutive_failures)
         """The errors of the last finished trials (None: it did not fail), fold aside."""
-        self._fold_end: FoldEnd | None = None
-        """The end of the fold being taken in, not written yet: the verdict it leads to, if
-        any, writes it in the same transaction."""
+        self._fold_ends: list[FoldEnd] = []
+        """The ends of the folds taken in and not written yet: the next verdict writes them in
+        its transaction, before the trial's end, else ``write_fold_ends`` after the folds
+        that ended together were taken in (so sibling folds that end at once cost one
+        transaction)."""
 
     async def read_history(self) -> None:
         """What the study finished before this runner, once: from then on each verdict adds
@@ -115,25 +117,31 @@ class TrialVerdicts:
             reason = outcome.reason
             if decided and outcome.status is not FoldStatus.CANCELLED:
                 reason = "its trial ended first"
-            self._fold_end = FoldEnd(
-                outcome.run_id,
-                status,
-                {
-                    "value": None if status is FoldStatus.CANCELLED else outcome.value,
-                    "metric_values": None if status is FoldStatus.CANCELLED else outcome.metrics,
-                    "error": reason,
-                    "traceback": outcome.traceback,
-                    "train_seconds": outcome.train_seconds,
-                },
+            self._fold_ends.append(
+                FoldEnd(
+                    outcome.run_id,
+                    status,
+                    {
+                        "value": None if status is FoldStatus.CANCELLED else outcome.value,
+                        "metric_values": None
+                        if status is FoldStatus.CANCELLED
+                        else outcome.metrics,
+                        "error": reason,
+                        "traceback": outcome.traceback,
+                        "train_seconds": outcome.train_seconds,
+                    },
+                )
             )
         try:
             await self._take(trial, outcome, status, decided)
-        finally:
-            fold_end, self._fold_end = self._fold_end, None
-            if fold_end is not None:  # no verdict came of it: the fold's end alone
-                await self.store.finish_fold_run(
-                    self.study_id, fold_end.run_id, fold_end.status, **fold_end.fields
-                )
+        except Exception:
+            await self.write_fold_ends()
+            raise
+
+    async def write_fold_ends(self) -> None:
+        """Write the fold ends taken in that no verdict wrote, in one transaction."""
+        fold_ends, self._fold_ends = self._fold_ends, []
+        await self.store.finish_fold_runs(self.study_id, fold_ends)
 
     async def _take(
         self, trial: TrialProgress, outcome: FoldOutcome, status: FoldStatus, decided: bool
@@ -229,13 +237,13 @@ class TrialVerdicts:
         after the epoch they are in)."""
         if trial.handle.id not in self.trials:
             return
-        fold_end, self._fold_end = self._fold_end, None  # the fold end that decided it, if any
+        fold_ends, self._fold_ends = self._fold_ends, []  # the one that decided it among them
         observation = await self.store.finish_trial(
             self.study_id,
             trial.handle.id,
             status,
             constraints=self.spec.constraints,
-            fold_end=fold_end,
+            fold_ends=fold_ends,
             **fields,
         )
         del self.trials[trial.handle.id]

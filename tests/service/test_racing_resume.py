@@ -12,7 +12,7 @@ from foldwise.service.db import fold_runs as fold_repo
 from foldwise.service.db import studies as study_repo
 from foldwise.service.db import trials as trial_repo
 from foldwise.service.db.engine import SessionRunner
-from foldwise.service.db.models import TrialRow
+from foldwise.service.db.models import FoldRunRow, TrialRow
 from foldwise.service.executor import RayExecutor
 from foldwise.service.scheduler.fold_task import FoldOutcome
 from foldwise.service.scheduler.store import SchedulerStore
@@ -110,6 +110,7 @@ def test_a_fold_that_ends_after_its_trial_was_decided_is_stored_cancelled(db) ->
         await verdicts.judge(trial)  # pruned on fold 0
         late = FoldOutcome(2, run_id, FoldStatus.COMPLETED, value=0.2, train_seconds=1.5)
         await verdicts.take(trial, late)
+        await verdicts.write_fold_ends()  # as the runner does once it took in what ended
 
     asyncio.run(race())
 
@@ -151,3 +152,68 @@ def test_pruning_references_are_read_from_the_stored_ended_runs(db) -> None:
     study_id = db._write(work)
     curves = asyncio.run(SchedulerStore(db).fold_curves(study_id, "val_loss"))
     assert sorted(curves) == [(0, True, [0.9, 0.5, 0.4]), (1, False, [2.0, 1.9])]
+
+
+def test_sibling_folds_that_end_together_are_written_with_their_verdict(db) -> None:
+    # Folds 1 and 2 of trial 1 end in the same pass of the runner: the first leads to no
+    # verdict and waits; the second completes the trial, and one transaction writes both fold
+    # ends before the trial's (the verdict sees every fold end before it).
+    study_id = _stored_study(db, [0.29])
+    store = SchedulerStore(db)
+    writes = []
+    write = store.write
+
+    async def counted(*args, **kwargs):
+        writes.append(args[0])
+        return await write(*args, **kwargs)
+
+    store.write = counted
+
+    async def race() -> tuple[int, int]:
+        start = await store.begin_study(study_id)
+        verdicts = TrialVerdicts(study_id, store, start.spec)
+        await verdicts.read_incumbent()
+        (handle,) = start.unfinished
+        trial = verdicts.trials[handle.id] = TrialProgress(handle, {0: 0.29})
+        run_1, _ = await store.start_fold_run(study_id, handle.id, 1)
+        run_2, _ = await store.start_fold_run(study_id, handle.id, 2)
+        writes.clear()
+        await verdicts.take(trial, FoldOutcome(1, run_1, FoldStatus.COMPLETED, value=0.31))
+        assert writes == [] and _run_status(db, run_1) is FoldStatus.RUNNING
+        await verdicts.take(trial, FoldOutcome(2, run_2, FoldStatus.COMPLETED, value=0.30))
+        assert len(writes) == 1
+        await verdicts.write_fold_ends()  # nothing left to write
+        assert len(writes) == 1
+        return run_1, run_2
+
+    runs = asyncio.run(race())
+    assert [_run_status(db, run) for run in runs] == [FoldStatus.COMPLETED] * 2
+    assert db._read(lambda s: trial_repo.get_trial(s, study_id, 1).status) is (
+        TrialStatus.COMPLETED
+    )
+
+
+def test_a_fold_end_no_verdict_takes_is_written_once_the_runner_took_in_what_ended(db) -> None:
+    study_id = _stored_study(db, [0.29])
+    store = SchedulerStore(db)
+
+    async def race() -> int:
+        start = await store.begin_study(study_id)
+        verdicts = TrialVerdicts(study_id, store, start.spec)
+        await verdicts.read_incumbent()
+        (handle,) = start.unfinished
+        trial = verdicts.trials[handle.id] = TrialProgress(handle, {0: 0.29})
+        run_1, _ = await store.start_fold_run(study_id, handle.id, 1)
+        await verdicts.take(trial, FoldOutcome(1, run_1, FoldStatus.COMPLETED, value=0.31))
+        await verdicts.write_fold_ends()
+        return run_1
+
+    run_1 = asyncio.run(race())
+    assert _run_status(db, run_1) is FoldStatus.COMPLETED
+    assert db._read(lambda s: trial_repo.get_trial(s, study_id, 1).status) is not (
+        TrialStatus.COMPLETED
+    )
+
+
+def _run_status(db: SessionRunner, run_id: int) -> FoldStatus:
+    return db._read(lambda s: s.get(FoldRunRow, run_id).status)
