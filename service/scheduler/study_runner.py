@@ -177,14 +177,16 @@ class StudyRunner:
         fold ended (only then can a trial have ended). An error escaping a fold task is a bug:
         re-raise it."""
         ended = self.fold_slots.ended()
-        for trial, _fold_task, task in ended:
-            if task.cancelled():
-                continue
-            error = task.exception()
-            if error is not None:
-                raise error
-            await verdicts.take(trial, task.result())
-        await verdicts.write_fold_ends()
+        try:
+            for trial, _fold_task, task in ended:
+                if task.cancelled():
+                    continue
+                error = task.exception()
+                if error is not None:
+                    raise error
+                await verdicts.take(trial, task.result())
+        finally:  # the fold ends no verdict wrote, the folds taken in before an error too
+            await verdicts.write_fold_ends()
         self.fold_slots.count_time()
         return bool(ended)
 
