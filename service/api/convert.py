@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 
 from foldwise import schemas
 from foldwise.schemas import TrialStatus
+from foldwise.service.db import refits as refit_repo
 from foldwise.service.db import studies as study_repo
 from foldwise.service.db.models import EpochMetricRow, FoldRunRow, RefitRow, StudyRow, TrialRow
 
@@ -102,5 +103,5 @@ def refit_out(row: RefitRow) -> schemas.Refit:
         error=row.error,
         curve=[] if last is None else [_epoch_out(e) for e in last.epochs],
         test_metrics=row.test_metrics,
-        model_saved=last is not None and last.model_saved,
+        model_saved=refit_repo.model_saved(row),
     )

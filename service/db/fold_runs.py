@@ -93,14 +93,9 @@ def start_refit_run(session: Session, refit_id: int) -> tuple[int, int]:
     """A new attempt at refit ``refit_id``, one more than any stored before: its (run id,
     attempt). An attempt still ``running`` was cut short by a service that stopped: it is
     marked lost first, as a fold's would be."""
-    session.flush()
-    connection, now = session.connection(), utcnow()
-    connection.execute(
-        update(_RUNS)
-        .where(_RUNS.c.refit_id == refit_id, _RUNS.c.status == FoldStatus.RUNNING)
-        .values(status=FoldStatus.LOST, finished_at=now, error=SERVICE_STOPPED)
-    )
-    row = connection.execute(_START_REFIT, {"b_refit": refit_id, "b_now": now}).one()
+    _close(session, _CLOSE_REFIT_RUNS, [refit_id], FoldStatus.LOST, SERVICE_STOPPED)
+    bound = {"b_refit": refit_id, "b_now": utcnow()}
+    row = session.connection().execute(_START_REFIT, bound).one()
     return int(row[0]), int(row[1])
 
 

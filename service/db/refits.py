@@ -78,11 +78,14 @@ def queue_refit(
 
 
 def get_refit(session: Session, study_id: int, number: int) -> RefitRow | None:
+    """Refit ``number`` of the study, with its runs (what says whether its model is kept; their
+    epochs load when read)."""
     query = select(RefitRow).where(RefitRow.study_id == study_id, RefitRow.number == number)
-    return session.scalar(query.options(_WITH_RUNS))
+    return session.scalar(query.options(selectinload(RefitRow.runs)))
 
 
 def list_refits(session: Session, study_id: int) -> Sequence[RefitRow]:
+    """The study's refits, with their runs and epochs (what the API shows of each)."""
     query = select(RefitRow).where(RefitRow.study_id == study_id).order_by(RefitRow.number)
     return session.scalars(query.options(_WITH_RUNS)).all()
 

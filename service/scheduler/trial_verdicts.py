@@ -109,8 +109,10 @@ class TrialVerdicts:
         await self.judge(trial)
 
     async def take(self, trial: TrialProgress, outcome: FoldOutcome) -> None:
-        """A fold of ``trial`` ended: write how, then what that means for the trial;
-        ``StudyCannotRun`` when every trial would fail as it did."""
+        """A fold of ``trial`` ended: what that means for the trial, written with the fold's end
+        when it leads to a verdict (else the caller's ``write_fold_ends`` writes the end, once it
+        took in the folds that ended together, even when this raised); ``StudyCannotRun``
+        when every trial would fail as it did."""
         decided = trial.handle.id not in self.trials
         status = FoldStatus.CANCELLED if decided else outcome.status
         if outcome.run_id:
@@ -132,11 +134,7 @@ class TrialVerdicts:
                     },
                 )
             )
-        try:
-            await self._take(trial, outcome, status, decided)
-        except Exception:
-            await self.write_fold_ends()
-            raise
+        await self._take(trial, outcome, status, decided)
 
     async def write_fold_ends(self) -> None:
         """Write the fold ends taken in that no verdict wrote, in one transaction."""

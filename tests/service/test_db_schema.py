@@ -74,12 +74,7 @@ def test_upgrade_from_0001_keeps_every_row(database_url: str) -> None:
     engine = make_engine(database_url)
     try:
         with engine.begin() as conn:
-            conn.execute(
-                text(
-                    "INSERT INTO studies (id, name, status, spec, created_at, stop_requested) "
-                    "VALUES (1, 's', 'completed', '{}', '2026-11-22 10:00:00', false)"
-                )
-            )
+            _insert_study(conn)
             conn.execute(
                 text(
                     "INSERT INTO trials (id, study_id, number, status, params, created_at) "
@@ -165,12 +160,7 @@ def test_upgrade_to_0012_moves_a_refits_attempt_and_curve_to_a_run(database_url:
     engine = make_engine(database_url)
     try:
         with engine.begin() as conn:
-            conn.execute(
-                text(
-                    "INSERT INTO studies (id, name, status, spec, created_at, stop_requested) "
-                    "VALUES (1, 's', 'completed', '{}', '2026-11-22 10:00:00', false)"
-                )
-            )
+            _insert_study(conn)
             for number, status, attempt, kept in (
                 (1, "completed", 1, curve),
                 (2, "queued", 0, "[]"),
@@ -224,3 +214,13 @@ def test_upgrade_to_0012_moves_a_refits_attempt_and_curve_to_a_run(database_url:
         assert queued_curve in ([], "[]")
     finally:
         engine.dispose()
+
+
+def _insert_study(conn) -> None:
+    """Study 1, completed, as any revision of the schema stores it."""
+    conn.execute(
+        text(
+            "INSERT INTO studies (id, name, status, spec, created_at, stop_requested) "
+            "VALUES (1, 's', 'completed', '{}', '2026-11-22 10:00:00', false)"
+        )
+    )

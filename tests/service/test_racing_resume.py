@@ -101,11 +101,8 @@ def test_a_fold_that_ends_after_its_trial_was_decided_is_stored_cancelled(db) ->
     store = SchedulerStore(db)
 
     async def race() -> None:
-        start = await store.begin_study(study_id)
-        verdicts = TrialVerdicts(study_id, store, start.spec)
-        await verdicts.read_incumbent()
-        (handle,) = start.unfinished
-        trial = verdicts.trials[handle.id] = TrialProgress(handle, {0: 0.90})
+        verdicts, trial = await _taking_in(store, study_id, {0: 0.90})
+        handle = trial.handle
         run_id, _ = await store.start_fold_run(study_id, handle.id, 2)
         await verdicts.judge(trial)  # pruned on fold 0
         late = FoldOutcome(2, run_id, FoldStatus.COMPLETED, value=0.2, train_seconds=1.5)
@@ -170,11 +167,8 @@ def test_sibling_folds_that_end_together_are_written_with_their_verdict(db) -> N
     store.write = counted
 
     async def race() -> tuple[int, int]:
-        start = await store.begin_study(study_id)
-        verdicts = TrialVerdicts(study_id, store, start.spec)
-        await verdicts.read_incumbent()
-        (handle,) = start.unfinished
-        trial = verdicts.trials[handle.id] = TrialProgress(handle, {0: 0.29})
+        verdicts, trial = await _taking_in(store, study_id, {0: 0.29})
+        handle = trial.handle
         run_1, _ = await store.start_fold_run(study_id, handle.id, 1)
         run_2, _ = await store.start_fold_run(study_id, handle.id, 2)
         writes.clear()
@@ -198,11 +192,8 @@ def test_a_fold_end_no_verdict_takes_is_written_once_the_runner_took_in_what_end
     store = SchedulerStore(db)
 
     async def race() -> int:
-        start = await store.begin_study(study_id)
-        verdicts = TrialVerdicts(study_id, store, start.spec)
-        await verdicts.read_incumbent()
-        (handle,) = start.unfinished
-        trial = verdicts.trials[handle.id] = TrialProgress(handle, {0: 0.29})
+        verdicts, trial = await _taking_in(store, study_id, {0: 0.29})
+        handle = trial.handle
         run_1, _ = await store.start_fold_run(study_id, handle.id, 1)
         await verdicts.take(trial, FoldOutcome(1, run_1, FoldStatus.COMPLETED, value=0.31))
         await verdicts.write_fold_ends()
@@ -213,6 +204,19 @@ def test_a_fold_end_no_verdict_takes_is_written_once_the_runner_took_in_what_end
     assert db._read(lambda s: trial_repo.get_trial(s, study_id, 1).status) is not (
         TrialStatus.COMPLETED
     )
+
+
+async def _taking_in(
+    store: SchedulerStore, study_id: int, values: dict[int, float]
+) -> tuple[TrialVerdicts, TrialProgress]:
+    """The study begun again, its verdicts knowing the incumbent, and its unfinished trial
+    in flight with the fold ``values`` it has."""
+    start = await store.begin_study(study_id)
+    verdicts = TrialVerdicts(study_id, store, start.spec)
+    await verdicts.read_incumbent()
+    (handle,) = start.unfinished
+    trial = verdicts.trials[handle.id] = TrialProgress(handle, values)
+    return verdicts, trial
 
 
 def _run_status(db: SessionRunner, run_id: int) -> FoldStatus:
