@@ -151,7 +151,9 @@ def record_epochs(session: Session, reports: Sequence[tuple[int, EpochReport]]) 
         }
         for run_id, report in reports
     ]
-    session.execute(_RECORD_EPOCHS[session.get_bind().dialect.name], rows)
+    session.flush()
+    connection = session.connection()
+    connection.execute(_RECORD_EPOCHS[connection.dialect.name], rows)
 
 
 _EPOCHS = EpochMetricRow.__table__
@@ -193,20 +195,25 @@ executemany a batch, no ORM bookkeeping)."""
 def record_run_files(session: Session, checkpoints: dict[int, int], models: set[int]) -> None:
     """Many runs' artifact records at once: the latest epoch each checkpointed after
     (``checkpoints``), and which saved their model (``models``), in run order."""
+    if not checkpoints and not models:
+        return
+    session.flush()
+    connection = session.connection()
     if checkpoints:
-        session.execute(
+        connection.execute(
             _RECORD_CHECKPOINT,
             [{"run": run, "checkpoint": checkpoints[run]} for run in sorted(checkpoints)],
         )
     if models:
-        session.execute(_RECORD_MODELS, {"runs": sorted(models)})
+        connection.execute(_RECORD_MODELS, {"runs": sorted(models)})
 
 
 def record_placements(session: Session, placements: dict[int, list[dict[str, Any]]]) -> None:
     """Where each of these runs' ranks were placed, where it is not known yet."""
     if not placements:
         return
-    session.execute(
+    session.flush()
+    session.connection().execute(
         _RECORD_PLACEMENT, [{"run": run, "where": placements[run]} for run in sorted(placements)]
     )
 

@@ -5,7 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, bindparam, case, extract, func, nulls_last, select, true, update
+from sqlalchemy import (
+    Row,
+    bindparam,
+    case,
+    extract,
+    func,
+    insert,
+    nulls_last,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -39,6 +50,43 @@ def create_trial(
     session.add(trial)
     session.flush()
     return trial
+
+
+_TRIALS = TrialRow.__table__
+_NEXT_NUMBER = (
+    select(func.coalesce(func.max(_TRIALS.c.number) + 1, 0))
+    .where(_TRIALS.c.study_id == bindparam("b_study"))
+    .scalar_subquery()
+)
+_CREATE = (
+    insert(_TRIALS)
+    .values(
+        study_id=bindparam("b_study"),
+        number=_NEXT_NUMBER,
+        params=bindparam("b_params", type_=_TRIALS.c.params.type),
+        status=TrialStatus.RUNNING,
+        created_at=bindparam("b_now"),
+        started_at=bindparam("b_now"),
+    )
+    .returning(_TRIALS.c.id, _TRIALS.c.number)
+)
+"""The scheduler's statement for a new trial, built once (Core: no unit-of-work flush per
+trial on the control path)."""
+
+
+def create_trials(
+    session: Session, study_id: int, configs: Sequence[dict[str, Any]]
+) -> list[tuple[int, int]]:
+    """A running trial for each of ``configs``, numbered on from the study's last: their
+    (trial id, number), in order."""
+    session.flush()
+    connection, now = session.connection(), utcnow()
+    created = []
+    for params in configs:
+        bound = {"b_study": study_id, "b_params": params, "b_now": now}
+        trial_id, number = connection.execute(_CREATE, bound).one()
+        created.append((int(trial_id), int(number)))
+    return created
 
 
 def count_trials(session: Session, study_id: int) -> int:

@@ -175,12 +175,12 @@ class SchedulerStore:
         scheduler alone creates trials, so it counts them itself)."""
 
         def work(session: Session) -> list[TrialHandle]:
-            number = trial_repo.next_trial_number(session, study_id)
-            handles = []
-            for offset, params in enumerate(configs[: max(room, 0)]):
-                row = trial_repo.create_trial(session, study_id, params, number=number + offset)
-                handles.append(TrialHandle(row.id, row.number, row.params))
-            return handles
+            chosen = configs[: max(room, 0)]
+            created = trial_repo.create_trials(session, study_id, chosen)
+            return [
+                TrialHandle(trial_id, number, params)
+                for (trial_id, number), params in zip(created, chosen, strict=True)
+            ]
 
         return await self.write(study_id, work)
 
