@@ -10,7 +10,9 @@ window of `--seconds` once every slot has had time to fill:
 - refill: a trial's last fold ends -> the trial that takes its place starts its first fold.
 - report lag: a fold run reports an epoch (the simulator's trace) -> its row is in the database
   (read every 0.1 s by this script).
-- service CPU (cores) and CPU per fold event (epoch reports and fold ends in the window).
+- service CPU (cores) and CPU per fold event (epoch reports and fold ends in the window), with
+  the GET clients below and, in a quiet window of half the length that follows with the GET
+  clients stopped, without them (the write path's own cost).
 - commits/s (write transactions: the service's ``foldwise_db_commits_total``) and, on
   PostgreSQL, rows written/s (``pg_stat_database``); event-loop lag p99 (the service's
   ``foldwise_event_loop_lag_seconds``).
@@ -83,6 +85,8 @@ class Probe:
     answers: list[tuple[float, int, int, float]] = field(default_factory=list)
     """(time asked, study, trials finished it says, latency)"""
     stop: threading.Event = field(default_factory=threading.Event)
+    readers_stop: threading.Event = field(default_factory=threading.Event)
+    """Set when the GET clients stop (the quiet window that follows the measured one)."""
 
 
 def study_document(cell: Cell, budget: int, epochs: int = EPOCHS_PER_RUN) -> dict[str, Any]:
@@ -140,7 +144,7 @@ async def poll_api(url: str, studies: list[int], probe: Probe) -> None:
     async with httpx.AsyncClient(base_url=url, timeout=30) as client:
 
         async def one_client() -> None:
-            while not probe.stop.is_set():
+            while not probe.stop.is_set() and not probe.readers_stop.is_set():
                 study = random.choice(studies)
                 asked = time.time()
                 started = time.perf_counter()
@@ -211,6 +215,11 @@ def read_trace(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def count_events(trace: list[dict[str, Any]], start: float, end: float) -> int:
+    """The epoch reports and fold ends between ``start`` and ``end``."""
+    return sum(line["event"] in ("epoch", "ended") and start <= line["t"] <= end for line in trace)
+
+
 def measure(
     trace: list[dict[str, Any]], probe: Probe, start: float, end: float, slots: int
 ) -> dict[str, Any]:
@@ -267,7 +276,8 @@ def measure(
 def run_cell(cell: Cell, root: Path, seconds: float) -> dict[str, Any]:
     low, high = EPOCHS[cell.epochs]
     warmup = EPOCHS_PER_RUN * high * 1.5 + 5
-    turns = (warmup + seconds + 30) / (EPOCHS_PER_RUN * low)
+    quiet = seconds / 2
+    turns = (warmup + seconds + quiet + 30) / (EPOCHS_PER_RUN * low)
     budget = int(GROUPS * turns * 1.5) + 20
     with (
         tempfile.TemporaryDirectory() as scratch,
@@ -298,6 +308,11 @@ def run_cell(cell: Cell, root: Path, seconds: float) -> dict[str, Any]:
             time.sleep(seconds)
             end = time.time()
             cpu1, scraped1, pg1 = sum(process.cpu_times()[:2]), scrape(service.url), pg_stats(url)
+            probe.readers_stop.set()  # then a quiet window: the write path's CPU alone
+            time.sleep(2)
+            quiet_cpu0, quiet_start = sum(process.cpu_times()[:2]), time.time()
+            time.sleep(quiet)
+            quiet_cpu1, quiet_end = sum(process.cpu_times()[:2]), time.time()
             time.sleep(3)  # the window's last reports reach the database
         finally:
             probe.stop.set()
@@ -306,6 +321,8 @@ def run_cell(cell: Cell, root: Path, seconds: float) -> dict[str, Any]:
         window = end - start
         figures["cpu"] = (cpu1 - cpu0) / window
         figures["cpu_per_event_ms"] = 1000 * (cpu1 - cpu0) / max(figures["events"], 1)
+        quiet_events = count_events(read_trace(trace), quiet_start, quiet_end)
+        figures["quiet_cpu_per_event_ms"] = 1000 * (quiet_cpu1 - quiet_cpu0) / max(quiet_events, 1)
         commits = None
         if scraped0["commits"] is not None and scraped1["commits"] is not None:
             commits = (scraped1["commits"] - scraped0["commits"]) / window
@@ -444,7 +461,8 @@ def row(name: str, cell: Cell, f: dict[str, Any]) -> str:
         f"| {name} | {cell.label()} | {fmt(f['utilisation'])} | "
         f"{fmt(f['refill'][0], 1000, 0)} / {fmt(f['refill'][1], 1000, 0)} | "
         f"{fmt(f['lag'][0], 1000, 0)} / {fmt(f['lag'][1], 1000, 0)} | {fmt(f['cpu'])} | "
-        f"{fmt(f['cpu_per_event_ms'])} | {fmt(f['commits'], digits=0)} | "
+        f"{fmt(f['cpu_per_event_ms'])} / {fmt(f['quiet_cpu_per_event_ms'])} | "
+        f"{fmt(f['commits'], digits=0)} | "
         f"{fmt(f['rows'], digits=0)} | {fmt(f['loop_lag'], 1000, 0)} | "
         f"{fmt(f['get'][0], 1000, 0)} | {fmt(f['get'][1], 1000, 0)} |"
     )
@@ -452,7 +470,8 @@ def row(name: str, cell: Cell, f: dict[str, Any]) -> str:
 
 HEADER = (
     "| service | backend | slots | epoch s | racing | utilisation | refill p50 / p99 ms | "
-    "report lag p50 / p99 ms | CPU cores | CPU ms / fold event | commits/s | rows/s | "
+    "report lag p50 / p99 ms | CPU cores | CPU ms / fold event, with / without GETs | "
+    "commits/s | rows/s | "
     "loop lag p99 ms | GET p99 ms | GET data age p99 ms |\n"
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
