@@ -474,7 +474,7 @@ class StudySpec(StrictModel):
     def _several_objectives_fit(self, info: ValidationInfo) -> StudySpec:
         """``objectives`` replaces ``objective`` (which becomes the first of them); their
         metrics differ; only the first picks the epoch. A study scored on several metrics
-        races by dominance (``service.scheduler.dominance_racing``) but prunes inside a fold
+        races by dominance (``pruners.dominance``) but prunes inside a fold
         by no curve: pruning is refused, as are a hold-out score and a warm start, which need
         a single best trial."""
         objectives = self.objectives

@@ -1,7 +1,7 @@
 """Racing by dominance: a study scored on several metrics prunes a trial that is clearly
 dominated, on the same folds, by a member of its Pareto front, or clearly infeasible.
 
-The single-objective rules (:mod:`service.scheduler.racing`) apply to each objective:
+The single-objective rules (:mod:`pruners.racing`) apply to each objective:
 
 - *clearly dominated*: some member of the front (a completed, feasible, non-dominated trial)
   beats the trial on every objective, each by its rule on the folds both ran: ``forgiving``,
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from scipy import stats
 
+from foldwise.pruners.racing import clearly_worse
 from foldwise.racing import Racing
-from foldwise.service.scheduler.racing import clearly_worse
 from foldwise.spec import Constraint, StudySpec
 
 FoldMetrics = Mapping[int, Mapping[str, float]]

@@ -13,7 +13,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SERVER_PACKAGES = {"service", "trainers", "optimizers", "migrations", "integrations"}
+SERVER_PACKAGES = {"service", "trainers", "optimizers", "pruners", "migrations", "integrations"}
 """Folders at the top of the checkout that install as ``foldwise.<name>`` (pyproject.toml)."""
 OURS = {"foldwise", *SERVER_PACKAGES}
 
@@ -22,7 +22,10 @@ OURS = {"foldwise", *SERVER_PACKAGES}
 # the server adds its commands to the CLI through an entry point (group foldwise.cli).
 FORBIDDEN = {
     "foldwise": (OURS - {"foldwise"}) | {"fastapi", "sqlalchemy", "ray", "torch"},
-    "optimizers": {"service", "trainers", "migrations", "integrations"}
+    "optimizers": {"service", "trainers", "pruners", "migrations", "integrations"}
+    | {"fastapi", "sqlalchemy", "ray", "torch"},
+    # the racing and pruning rules: pure functions of stored results, beside the optimizers
+    "pruners": {"service", "trainers", "optimizers", "migrations", "integrations"}
     | {"fastapi", "sqlalchemy", "ray", "torch"},
     "trainers": {"service", "optimizers", "migrations", "integrations", "fastapi", "sqlalchemy"}
     | {"ray"},

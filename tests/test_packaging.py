@@ -13,7 +13,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCE_FOLDERS = ("foldwise", "service", "trainers", "optimizers", "migrations", "integrations")
+SOURCE_FOLDERS = (
+    "foldwise",
+    "service",
+    "trainers",
+    "optimizers",
+    "pruners",
+    "migrations",
+    "integrations",
+)
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from foldwise.pruners.in_fold import prune_verdict
 from foldwise.schemas import FoldStatus
 from foldwise.service.executor.contract import FoldFailed
-from foldwise.service.scheduler.pruning import prune_verdict
 from foldwise.service.scheduler.run_task import RunRecord, RunTask, StudyContext
 from foldwise.service.scheduler.store import TrialHandle
 from foldwise.spec import StudySpec

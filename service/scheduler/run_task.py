@@ -22,9 +22,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from foldwise.pruners.in_fold import FoldCurves
 from foldwise.schemas import FoldStatus
 from foldwise.service.executor.contract import Executor, FoldFailed, FoldRunStats
-from foldwise.service.scheduler.pruning import FoldCurves
 from foldwise.service.scheduler.store import SchedulerStore
 from foldwise.spec import StudySpec
 from foldwise.trainers.job import FoldJob

@@ -23,6 +23,8 @@ from typing import Any, TypeVar
 from sqlalchemy.orm import Session
 
 from foldwise.optimizers.base import Observation
+from foldwise.pruners.dominance import FrontMember
+from foldwise.pruners.racing import Incumbent
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
 from foldwise.service.db import fold_runs as fold_repo
 from foldwise.service.db import pareto as pareto_repo
@@ -33,8 +35,6 @@ from foldwise.service.db.engine import SessionRunner
 from foldwise.service.db.models import StudyRow, utcnow
 from foldwise.service.db.trials import STOPPED_ERROR
 from foldwise.service.metrics import FOLDS_ENDED, TRIALS_ENDED
-from foldwise.service.scheduler.dominance_racing import FrontMember
-from foldwise.service.scheduler.racing import Incumbent
 from foldwise.service.scheduler.report_batch import FoldReport, ReportBatcher, write_reports
 from foldwise.service.scheduler.stop_flags import StopFlags
 from foldwise.spec import Constraint, StudySpec

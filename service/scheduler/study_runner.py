@@ -23,6 +23,7 @@ import traceback
 from datetime import UTC, datetime, timedelta
 
 from foldwise.optimizers import BaseOptimizer, Observation
+from foldwise.pruners.in_fold import FoldCurves
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
 from foldwise.service.db.fold_runs import SERVICE_STOPPED
 from foldwise.service.db.models import utcnow
@@ -33,7 +34,6 @@ from foldwise.service.scheduler.cluster_share import ClusterShare
 from foldwise.service.scheduler.fold_slots import FoldSlots
 from foldwise.service.scheduler.holdout_runner import queue_study_holdout
 from foldwise.service.scheduler.lease import LeaseLost
-from foldwise.service.scheduler.pruning import FoldCurves
 from foldwise.service.scheduler.run_task import StudyContext
 from foldwise.service.scheduler.store import SchedulerStore
 from foldwise.service.scheduler.trial_verdicts import StudyCannotRun, TrialVerdicts

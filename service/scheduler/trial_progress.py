@@ -8,8 +8,6 @@ make room for new ones, in the order they started.
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -44,19 +42,3 @@ def folds_to_start(
         room = wave - len(trial.values) - len(trial.running)
         ready += [(trial, fold) for fold in trial.waiting_folds(folds)[: max(room, 0)]]
     return ready[: max(free, 0)]
-
-
-def aggregate(values: list[float]) -> tuple[float, float]:
-    """The trial's value (mean over folds) and its standard error (sample std / sqrt(K))."""
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return mean, 0.0
-    return mean, statistics.stdev(values) / math.sqrt(len(values))
-
-
-def partial_std_error(values: list[float], spread: float | None) -> float | None:
-    """The standard error of a pruned trial's partial mean; with one fold value, from
-    ``spread``, the fold standard deviation of a trial that ran every fold (the incumbent)."""
-    if len(values) >= 2:
-        return aggregate(values)[1]
-    return spread

@@ -4,7 +4,7 @@ A study's trials in flight are here, by id. When a fold ends, ``take`` writes ho
 then what that means for its trial: completed once every fold finished, pruned when the racing
 rule finds it clearly worse than the incumbent on the same folds (for a study scored on
 several metrics: clearly dominated by a member of the front, or clearly infeasible; see
-:mod:`service.scheduler.dominance_racing`), or the pruning rule stopped a fold; failed when a
+:mod:`pruners.dominance`), or the pruning rule stopped a fold; failed when a
 fold failed. A trial decided ends its folds still running; a fold that
 ends after its trial was decided is stored ``cancelled``, whatever its timing. This is the one
 writer of fold ends and trial verdicts, one after the other, so a verdict always sees every
@@ -17,17 +17,22 @@ from __future__ import annotations
 import logging
 import statistics
 from collections import deque
-from collections.abc import Sequence
 from typing import Any
 
 from foldwise.optimizers.base import Observation
+from foldwise.pruners.dominance import FrontMember, dominance_verdict
+from foldwise.pruners.fold_statistics import (
+    aggregate,
+    front_spread,
+    partial_std_error,
+    scored_fields,
+)
+from foldwise.pruners.in_fold import FoldCurves
+from foldwise.pruners.racing import Incumbent, race_verdict
 from foldwise.schemas import FoldStatus, TrialStatus
-from foldwise.service.scheduler.dominance_racing import FrontMember, dominance_verdict
 from foldwise.service.scheduler.fold_task import FoldOutcome
-from foldwise.service.scheduler.pruning import FoldCurves
-from foldwise.service.scheduler.racing import Incumbent, race_verdict
 from foldwise.service.scheduler.store import FoldEnd, SchedulerStore, TrialHandle, without_fold
-from foldwise.service.scheduler.trial_progress import TrialProgress, aggregate, partial_std_error
+from foldwise.service.scheduler.trial_progress import TrialProgress
 from foldwise.spec import StudySpec
 
 log = logging.getLogger(__name__)
@@ -219,7 +224,7 @@ class TrialVerdicts:
         if self.incumbent is not None and len(self.incumbent.values) >= 2:
             spread = statistics.stdev(self.incumbent.values.values())
         elif self.spec.scored_metrics:  # no incumbent: the front's spread on the objective
-            spread = _front_spread(self.front, self.spec.objective.metric)
+            spread = front_spread(self.front, self.spec.objective.metric)
         await self.end_trial(
             trial,
             TrialStatus.PRUNED,
@@ -252,38 +257,3 @@ class TrialVerdicts:
         why = fields.get("pruned_reason") or fields.get("error") or f"the trial {status}"
         for fold_task in trial.running.values():
             fold_task.stop(f"trial {trial.handle.number} ended first ({status}): {why}")
-
-
-def scored_fields(
-    spec: StudySpec, metrics: dict[int, dict[str, float]], front: Sequence[FrontMember] = ()
-) -> dict[str, Any]:
-    """A trial's values beyond its value, from its folds' scored metrics: each objective's
-    [mean, standard error] (several objectives), each constraint's fold mean and whether all
-    hold (constraints). Empty for a study scored on one metric alone. A trial pruned after one
-    fold takes the front's fold standard deviation of a metric as its standard error (as a
-    pruned trial of one objective takes the incumbent's)."""
-    if not spec.scored_metrics or not metrics:
-        return {}
-    folds = [metrics[k] for k in sorted(metrics)]
-    fields: dict[str, Any] = {}
-    if spec.objectives:
-        fields["objective_values"] = [
-            [statistics.fmean(values), partial_std_error(values, _front_spread(front, o.metric))]
-            for o in spec.objectives
-            for values in [[fold[o.metric] for fold in folds]]
-        ]
-    if spec.constraints:
-        means = [statistics.fmean(fold[c.metric] for fold in folds) for c in spec.constraints]
-        fields["constraint_values"] = means
-        fields["feasible"] = all(c.holds(m) for c, m in zip(spec.constraints, means, strict=True))
-    return fields
-
-
-def _front_spread(front: Sequence[FrontMember], metric: str) -> float | None:
-    """The largest fold standard deviation of ``metric`` among the front's members."""
-    spreads = [
-        statistics.stdev(fold[metric] for fold in member.metrics.values())
-        for member in front
-        if len(member.metrics) >= 2
-    ]
-    return max(spreads, default=None)

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from foldwise.service.scheduler.dominance_racing import FrontMember, dominance_verdict
-from foldwise.service.scheduler.trial_verdicts import scored_fields
+from foldwise.pruners.dominance import FrontMember, dominance_verdict
+from foldwise.pruners.fold_statistics import scored_fields
 from foldwise.spec import StudySpec
 
 OBJECTIVES = [

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from foldwise.pruners.in_fold import FoldCurves, best_so_far, prune_verdict
 from foldwise.racing import Pruning
-from foldwise.service.scheduler.pruning import FoldCurves, best_so_far, prune_verdict
 
 MEDIAN = Pruning(rule="median", warmup_epochs=2, min_runs=3)
 ASHA = Pruning(rule="asha", warmup_epochs=1, min_runs=2, eta=3)

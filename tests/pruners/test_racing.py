@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from scipy import stats
 
+from foldwise.pruners.racing import Incumbent, paired_p_value, race_verdict
 from foldwise.racing import Racing
-from foldwise.service.scheduler.racing import Incumbent, paired_p_value, race_verdict
 
 INCUMBENT = Incumbent(number=3, values={0: 0.10, 1: 0.12, 2: 0.30, 3: 0.11, 4: 0.13})
 FORGIVING = Racing(rule="forgiving", min_folds=2)

@@ -6,12 +6,7 @@ from __future__ import annotations
 from foldwise.service.scheduler import slot_meter
 from foldwise.service.scheduler.fold_slots import WAITING_REFRESH_S, WaitingNote
 from foldwise.service.scheduler.store import TrialHandle
-from foldwise.service.scheduler.trial_progress import (
-    TrialProgress,
-    aggregate,
-    folds_to_start,
-    partial_std_error,
-)
+from foldwise.service.scheduler.trial_progress import TrialProgress, folds_to_start
 
 
 def trial(number: int, done: tuple[int, ...] = (), running: tuple[int, ...] = ()) -> TrialProgress:
@@ -42,14 +37,6 @@ def test_racing_runs_min_folds_first_then_the_rest() -> None:
 def test_no_free_slot_starts_nothing() -> None:
     assert picked([trial(0)], 0) == [] and picked([trial(0)], -2) == []
     assert picked([trial(0, done=(0, 1, 2), running=(3, 4))], 3) == []
-
-
-def test_a_pruned_trials_standard_error_comes_from_its_folds_or_the_incumbents_spread() -> None:
-    mean, error = aggregate([0.2, 0.4])
-    assert (mean, round(error, 9)) == (0.30000000000000004, 0.1)
-    assert partial_std_error([0.2, 0.4], 5.0) == error
-    assert partial_std_error([0.2], 0.07) == 0.07
-    assert partial_std_error([0.2], None) is None
 
 
 def test_the_slot_meter_integrates_running_folds_against_the_slots(monkeypatch) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import select
 
+from foldwise.pruners.in_fold import FoldCurves
 from foldwise.schemas import FoldStatus
 from foldwise.service.db import studies as study_repo
 from foldwise.service.db import trials as trial_repo
@@ -17,7 +18,6 @@ from foldwise.service.db.models import FoldRunRow
 from foldwise.service.db.schema import upgrade_database
 from foldwise.service.executor import RayExecutor
 from foldwise.service.scheduler.fold_task import FoldTask
-from foldwise.service.scheduler.pruning import FoldCurves
 from foldwise.service.scheduler.run_task import StudyContext
 from foldwise.service.scheduler.store import SchedulerStore, TrialHandle
 from foldwise.spec import StudySpec

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from foldwise.pruners.racing import Incumbent, race_verdict
 from foldwise.racing import Racing
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
 from foldwise.service.db.engine import make_engine, make_session_factory
 from foldwise.service.db.models import FoldRunRow, TrialRow
-from foldwise.service.scheduler.racing import Incumbent, race_verdict
 from tests.live_service import LiveService
 from tests.service.study_specs import study_spec
 
