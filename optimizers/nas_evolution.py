@@ -11,7 +11,7 @@ constraint domination, then its crowding distance there (NSGA-II's order).
 
 Which mutant a parent gets is guided by default (``guide: gp``): every one-step neighbour of
 the population's best member and of a few tournament winners is scored by the GP optimizer's
-acquisition over the whole history (:meth:`~optimizers.gp.GPOptimizer.score_candidates`:
+acquisition over the whole history (:meth:`~optimizers.gp.optimizer.GPOptimizer.score_candidates`:
 log EI weighed by the probability of feasibility, or with several objectives the GP's
 acquisition for them, EHVI or a random scalarisation), and the best unseen one is the child;
 BANANAS (White et al., 2021) optimises its acquisition by mutation the same way. A random

@@ -12,9 +12,9 @@ import pytest
 
 from foldwise.optimizers import create_optimizer
 from foldwise.optimizers.base import Observation
+from foldwise.optimizers.gp.scalarize import scalarize
 from foldwise.optimizers.pareto import hypervolume
 from foldwise.optimizers.registry import optimizer_names
-from foldwise.optimizers.scalarize import scalarize
 from foldwise.spec import Direction
 from tests.optimizers.problems import PLANE, run_study
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import log_ndtr
 
-from foldwise.optimizers.gp_model import Columns, ExactGP, Hyper, fit_hyper
+from foldwise.optimizers.gp.model import Columns, ExactGP, Hyper, fit_hyper
 
 FIT_ITERATIONS = 50
 FIT_POINTS = 100

@@ -5,11 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import foldwise.optimizers.gp as gp_module
-from foldwise.optimizers.acquisition import MIN_GAP, maximize_acquisition, too_close
+import foldwise.optimizers.gp.fit as gp_fit
+import foldwise.optimizers.gp.optimizer as gp_optimizer
 from foldwise.optimizers.base import Observation, OptionError
 from foldwise.optimizers.encoding import SpaceEncoding
-from foldwise.optimizers.gp import GPOptimizer, keep_rows, penalize_failures
+from foldwise.optimizers.gp import GPOptimizer
+from foldwise.optimizers.gp.acquisition import MIN_GAP, maximize_acquisition, too_close
+from foldwise.optimizers.gp.fit import keep_rows, penalize_failures
 from foldwise.optimizers.sampling import config_key
 from foldwise.spec import Direction
 from tests.optimizers.problems import PLANE, make_space, observe
@@ -41,7 +43,7 @@ def test_the_initial_design_counts_pending_trials(monkeypatch: pytest.MonkeyPatc
     def no_model(*args: object) -> None:
         raise AssertionError("the model was fitted during the initial design")
 
-    monkeypatch.setattr(gp_module, "fit_model", no_model)
+    monkeypatch.setattr(gp_optimizer, "fit_model", no_model)
     optimizer = GPOptimizer(PLANE, n_initial=6)
     history = [observe({"x": 0.1 * i, "y": 0.5}, float(i)) for i in range(3)]
     optimizer.update(history, [{"x": 0.9, "y": 0.9}])
@@ -264,7 +266,7 @@ def test_a_long_studys_suggestion_works_on_bounded_matrices(
     default) plus the pending trials: the cost of a suggestion stops growing with the study."""
     fitted_rows: list[int] = []
     conditioned_rows: list[int] = []
-    fit_hyper, exact_gp = gp_module.fit_hyper, gp_module.ExactGP
+    fit_hyper, exact_gp = gp_fit.fit_hyper, gp_fit.ExactGP
 
     def recording_fit(X: np.ndarray, *args: object, **kwargs: object) -> object:
         fitted_rows.append(len(X))
@@ -275,13 +277,13 @@ def test_a_long_studys_suggestion_works_on_bounded_matrices(
             conditioned_rows.append(len(X))
             super().__init__(hyper, X, *args)
 
-    monkeypatch.setattr(gp_module, "fit_hyper", recording_fit)
-    monkeypatch.setattr(gp_module, "ExactGP", RecordingGP)
+    monkeypatch.setattr(gp_fit, "fit_hyper", recording_fit)
+    monkeypatch.setattr(gp_fit, "ExactGP", RecordingGP)
     rng = np.random.default_rng(0)
     configs = [{"x": float(a), "y": float(b)} for a, b in rng.random((2032, 2))]
     optimizer = GPOptimizer(PLANE, seed=0, candidates=100)
     optimizer.update([observe(c, c["x"] - c["y"]) for c in configs[:2000]], configs[2000:])
     (config,) = optimizer.suggest(1)
-    assert fitted_rows and max(fitted_rows) == gp_module.POLISH_POINTS
-    assert max(conditioned_rows) == gp_module.MAX_POINTS_DEFAULT + 32
+    assert fitted_rows and max(fitted_rows) == gp_fit.POLISH_POINTS
+    assert max(conditioned_rows) == gp_optimizer.MAX_POINTS_DEFAULT + 32
     assert config["x"] < 0.2 and config["y"] > 0.8  # and it still finds the corner

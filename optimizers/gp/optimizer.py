@@ -1,88 +1,6 @@
-"""Bayesian optimisation: a Gaussian process with log expected improvement.
-
-The model sees configurations through :class:`~optimizers.encoding.SpaceEncoding` (unit
-numeric columns, one-hot categories, inactive parameters at a fixed centre value) and losses
-warped against diverged trials (:mod:`optimizers.output_warp`) and standardised. The GP
-(:mod:`optimizers.gp_model`) has skopt's default kernel for this use (constant × Matérn 5/2,
-one length-scale per parameter, a categorical's one-hot columns sharing theirs) plus a learned
-white-noise floor; each trial's fold standard error enters as its own extra noise, so
-trials whose folds disagree pull the model less. Log expected improvement
-(:mod:`optimizers.log_ei`) scores candidates, and its gradient polishes the leading ones
-(:mod:`optimizers.acquisition`); option ``acquisition: ei`` scores with skopt's
-``gaussian_ei`` and no polishing, as before.
-
-Two objectives get a GP each, and the acquisition is the log expected hypervolume improvement
-over the front the models predict at the completed trials (:mod:`optimizers.gp_front`,
-:mod:`optimizers.ehvi`). Three or four are told to one GP as one loss for the first three
-quarters of the study's budget: ParEGO's random augmented-Chebyshev scalarisation, new weights
-at every suggestion and for every further member of a batch (qParEGO,
-:mod:`optimizers.scalarize`), which closes in on the front faster; EHVI then fills the front
-over the last quarter when that quarter is at least 25 trials (a study of fewer than 100
-trials, or without a trial budget, stays with ParEGO; with four objectives the front soon
-needs too many boxes, and ParEGO serves then too). Option ``multi_objective`` picks either
-alone, or the hand-over, for any number. EHVI was ahead on every 2-objective problem of
-``benchmarks/multi_objective.py``, the hand-over on the 3-objective DTLZ2 in studies of 100
-trials, ParEGO alone in studies of 50 (docs/optimizers.md, "Three objectives: ParEGO, then
-EHVI"). ParEGO also serves constraints
-told as a penalty, ``acquisition: ei``, fronts too large to cut into boxes and histories with
-nothing feasible yet. Constraints get a GP each, and the
-acquisition is weighed by the probability that all of them hold
-(:mod:`optimizers.feasibility`); the incumbent is then the best *feasible* prediction, and
-while no trial is feasible the search looks for feasibility alone. Option ``constraints:
-penalty`` tells infeasible trials as a loss worse than every feasible one instead.
-
-Failed trials are told as a penalty: the worst successful loss plus a tenth of the spread of
-successful losses. The region around a failure then looks worse than anything that worked, so
-expected improvement leaves it, while the penalty stays on the scale of real results and does
-not flatten the standardised differences between them (a huge constant would). Without any
-success every failure gets the same target and the search simply moves away from them.
-
-Pending trials (and points already chosen for the batch) join the data with a made-up loss,
-under the hyperparameters fitted on real results only, so the next point looks elsewhere.
-Option ``liar`` picks the lie: "believer" (default) or a constant liar with the best ("min",
-skopt's default), mean or worst observed loss. The believer tells the model's own prediction
-(the Kriging believer), which shrinks uncertainty there without bending the mean, but never
-better than the best result: a predicted record beyond the data (say, in a corner the trend
-points to) would otherwise stay "certain improvement" and draw the whole batch to one spot.
-"min" proved harmful the other way: a running trial in a poor region, told as the best result,
-drew the next points into that region.
-
-With one objective the GP's constant prior mean is the worst loss told (a failed trial's
-penalty included), not the losses' mean
-(option ``prior_mean``; De Ath, Fieldsend & Everson, "What do you mean? The role of the mean
-function in Bayesian optimisation", GECCO 2020). Under the mean, every region the model knows
-nothing of predicts an average loss with the largest variance, so EI kept drawing to the
-unexplored faces and corners of the box; on Ackley and Levy the search ended there on many
-seeds, and on Hartmann6 it left the best basin before refining it. Under the worst, an
-unexplored region promises improvement only through its variance, and the search refines
-what it has found: on the benchmark's 6-dimensional problems mean regret fell by half or more
-on Hartmann6, its mixed form and Levy, and by a fifth on Ackley (docs/optimizers.md, "The
-GP's prior mean"). A space of categories only keeps the mean: it has no box whose corners
-draw EI, and there the mean's pull to untried combinations is what reaches the best cell (on
-NAS-Bench-201 the worst left 3 of 10 CIFAR-10 searches at the second-best cell). Several
-objectives keep the mean until measured; asked for there, the worst acts on ParEGO's
-scalarised GP only (EHVI's per-objective GPs, :mod:`optimizers.gp_front`, keep the mean).
-
-One objective over a box also starts from a scrambled Sobol design and fits its length-scales
-under BoTorch's dimension-scaled prior (Hvarfner et al., ICML 2024), as Ax does. Under
-Optuna's prior, which pulls each length-scale towards 1, and after a random design, half the
-seeds on Hartmann6 found and refined only its second basin (regret 0.12), and on Ackley
-fewer than half ended below 5. With both, on every synthetic problem the GP's median regret is
-at most the best peer's upper quartile and its mean at most one of the peer's seed-to-seed
-standard deviations above the peer's (docs/optimizers.md, "Latest results"); alone, neither
-was: with Sobol alone Hartmann6's 20-seed median stayed in the second basin, with the prior
-alone Levy's mean rose beyond Ax's spread. The seeds still split (on Hartmann6 15 of 40 end in
-the second basin, against 17) and no problem's mean moved significantly: what moved is where
-the medians sit. Several objectives and spaces of categories keep the random design and
-Optuna's prior until measured; ``nas_evolution``'s guide, a GP with these defaults, takes them
-over a box too.
-
-EI's incumbent is the best *predicted* loss among the results, not the best observed one: with
-fold noise a lucky mean is not a target the model believes can be beaten. The hyperparameters
-are refitted at every suggestion by :func:`fit_model`, a few cheap L-BFGS runs on at most
-:data:`POLISH_POINTS` results; the model then conditions on at most ``max_points`` (the best
-half and the most recent rest), so a suggestion's cost stops growing with the study.
-"""
+"""The GP optimizer: an initial design, then the model's best candidate by log expected
+improvement, with pending trials told as lies and failures as a penalty (the package's
+docstring says the method)."""
 
 from __future__ import annotations
 
@@ -93,7 +11,6 @@ import numpy as np
 from skopt.acquisition import gaussian_ei
 from threadpoolctl import threadpool_limits
 
-from foldwise.optimizers.acquisition import Gradient, Score, maximize_acquisition
 from foldwise.optimizers.base import (
     BaseOptimizer,
     check_count,
@@ -102,21 +19,25 @@ from foldwise.optimizers.base import (
     int_option,
 )
 from foldwise.optimizers.encoding import SpaceEncoding
-from foldwise.optimizers.feasibility import Feasibility
-from foldwise.optimizers.gp_model import PRIORS, Columns, ExactGP, Hyper, fit_hyper
-from foldwise.optimizers.log_ei import log_ei, log_ei_gradient
-from foldwise.optimizers.output_warp import WARPS, warp_losses
+from foldwise.optimizers.gp.acquisition import Gradient, Score, maximize_acquisition
+from foldwise.optimizers.gp.feasibility import Feasibility
+from foldwise.optimizers.gp.fit import (
+    FIT_POINTS,
+    condition,
+    fit_model,
+    keep_rows,
+    penalize_failures,
+)
+from foldwise.optimizers.gp.log_ei import log_ei, log_ei_gradient
+from foldwise.optimizers.gp.model import PRIORS, Columns, ExactGP, Hyper
+from foldwise.optimizers.gp.output_warp import WARPS, warp_losses
+from foldwise.optimizers.gp.scalarize import scalarize, simplex_weights
 from foldwise.optimizers.sampling import config_key, sample_unique, sobol_unique
-from foldwise.optimizers.scalarize import scalarize, simplex_weights
 from foldwise.space import CategoricalParam
 
 if TYPE_CHECKING:
-    from foldwise.optimizers.gp_front import FittedFront
+    from foldwise.optimizers.gp.front import FittedFront
 
-FIT_POINTS = 100
-"""Hyperparameters are fitted on at most this many points, then polished on more."""
-POLISH_POINTS = 250
-"""The most points the polish of the hyperparameters sees (each step costs their cube)."""
 MAX_POINTS = 5000
 """Largest ``max_points``: the fit costs the cube of the points it keeps."""
 MAX_POINTS_DEFAULT = 300
@@ -124,8 +45,6 @@ MAX_POINTS_DEFAULT = 300
 takes about 0.1 s however long the study, with 32 trials pending (``benchmarks/optimizers.py
 --timing-points``); the regret this costs a long study is in docs/optimizers.md, "A bounded
 model for long studies"."""
-MAX_ITERATIONS = 100
-POLISH_ITERATIONS = 5
 ANCHORS = 5
 MAX_CANDIDATES = 5000
 SCORING_WORK = 250_000
@@ -169,7 +88,7 @@ class GPOptimizer(BaseOptimizer):
     most completed trials the model conditions on (the best half and the most recent rest),
     which bounds the cost of a suggestion however long the study runs; ``warp``
     ("yeo-johnson") how losses are warped before the fit, or "none"
-    (:mod:`optimizers.output_warp`); ``constraints`` ("probability") how constraints are
+    (:mod:`optimizers.gp.output_warp`); ``constraints`` ("probability") how constraints are
     modelled, or "penalty" (infeasible trials told as bad losses); ``multi_objective``
     the acquisition of several objectives: "ehvi" (the default for two), "parego" (one
     random scalarisation per suggestion and batch member) or "parego-ehvi" (ParEGO, then EHVI
@@ -311,7 +230,7 @@ class GPOptimizer(BaseOptimizer):
         scalarisation of their own for each, under the model the batch's first member chose
         (:meth:`_rescalarizes`), so only the first tries EHVI."""
         if member == 0 and self._scores_hypervolume():
-            from foldwise.optimizers.gp_front import fit_front  # loads moocore
+            from foldwise.optimizers.gp.front import fit_front  # loads moocore
 
             fitted = fit_front(self, rng)
             if fitted is not None:
@@ -439,7 +358,7 @@ class GPOptimizer(BaseOptimizer):
     def _targets(self, member: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Warped, standardised penalised losses, and each point's noise variance in those
         units. With several objectives the losses are a random scalarisation
-        (:mod:`optimizers.scalarize`), drawn anew for each suggestion and each ``member`` of a
+        (:mod:`optimizers.gp.scalarize`), drawn anew for each suggestion and each ``member`` of a
         batch, which also penalises infeasible trials under ``constraints: penalty``."""
         errors = self.objective_errors()
         if self.constraint_model == "penalty":
@@ -488,59 +407,3 @@ def _given(option: str | None, default: str) -> str:
     """An option as given, or its default where it was not (an empty value is refused later,
     not read as the default)."""
     return default if option is None else option
-
-
-def keep_rows(y: np.ndarray, limit: int) -> np.ndarray:
-    """Indices, in order, of at most ``limit`` rows: the best half and the most recent rest."""
-    if len(y) <= limit:
-        return np.arange(len(y))
-    best = np.argsort(y, kind="stable")[: limit // 2]
-    rest = np.setdiff1d(np.arange(len(y)), best)[len(best) - limit :]
-    return np.sort(np.concatenate([best, rest]))
-
-
-def penalize_failures(losses: np.ndarray) -> np.ndarray:
-    """Losses with NaN (failed) entries replaced by worst + 0.1 × spread (see module doc)."""
-    ok = np.isfinite(losses)
-    if not ok.any():
-        return np.zeros_like(losses)
-    worst, best = losses[ok].max(), losses[ok].min()
-    margin = 0.1 * ((worst - best) or max(abs(worst), 1.0))
-    return np.where(ok, losses, worst + margin)
-
-
-def fit_model(
-    X: np.ndarray,
-    y: np.ndarray,
-    noise: np.ndarray,
-    restarts: int,
-    rng: np.random.Generator,
-    columns: Columns | None = None,
-    prior: str = "optuna",
-) -> Hyper:
-    """MAP hyperparameters: L-BFGS from the default and ``restarts`` random starts on at most
-    ``FIT_POINTS`` rows (the best half and the most recent rest), then a few steps on at most
-    ``POLISH_POINTS`` rows chosen the same way.
-
-    The default starts at length-scale 0.5; random starts stay in [0.05, 2] (longer ones mostly
-    end in the flat "all noise" optimum) with a noise floor between 1e-4 and 1e-1.
-    """
-    starts = [Hyper.default(X.shape[1], columns).theta]
-    for _ in range(restarts):
-        start = starts[0].copy()
-        start[1:-1] = np.log(rng.uniform(0.05, 2.0, size=len(start) - 2))
-        start[-1] = np.log(10.0 ** rng.uniform(-4.0, -1.0))
-        starts.append(start)
-    rows = keep_rows(y, FIT_POINTS)
-    hyper = fit_hyper(X[rows], y[rows], noise[rows], starts, MAX_ITERATIONS, columns, prior)
-    if len(rows) == len(y):
-        return hyper
-    rows = keep_rows(y, POLISH_POINTS)  # each step costs the cube of the rows it sees
-    return fit_hyper(
-        X[rows], y[rows], noise[rows], [hyper.theta], POLISH_ITERATIONS, columns, prior
-    )
-
-
-def condition(hyper: Hyper, X: np.ndarray, y: np.ndarray, noise: np.ndarray) -> ExactGP:
-    """The GP with fixed hyperparameters conditioned on ``(X, y)`` with per-point noise."""
-    return ExactGP(hyper, X, y, noise)

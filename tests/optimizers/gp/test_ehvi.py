@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from foldwise.optimizers import create_optimizer
-from foldwise.optimizers import gp as gp_module
-from foldwise.optimizers.acquisition import MIN_GAP
 from foldwise.optimizers.base import Observation, OptionError
-from foldwise.optimizers.ehvi import (
+from foldwise.optimizers.gp import optimizer as gp_module
+from foldwise.optimizers.gp.acquisition import MIN_GAP
+from foldwise.optimizers.gp.ehvi import (
     MAX_BOXES,
     Boxes,
     decompose,
@@ -22,9 +22,9 @@ from foldwise.optimizers.ehvi import (
     log_ehvi_gradient,
     reference_point,
 )
-from foldwise.optimizers.gp import _Fitted
-from foldwise.optimizers.gp_front import FittedFront
-from foldwise.optimizers.output_warp import warp_losses
+from foldwise.optimizers.gp.front import FittedFront
+from foldwise.optimizers.gp.optimizer import _Fitted
+from foldwise.optimizers.gp.output_warp import warp_losses
 from foldwise.optimizers.pareto import hypervolume, non_dominated
 from foldwise.spec import Direction
 from tests.optimizers.problems import PLANE, run_study

@@ -14,7 +14,7 @@ import math
 import numpy as np
 from scipy.special import erfcx, log_ndtr, ndtr
 
-from foldwise.optimizers.gp_model import ExactGP
+from foldwise.optimizers.gp.model import ExactGP
 
 HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 LOG_SQRT_PI_OVER_2 = 0.5 * math.log(math.pi / 2.0)

@@ -11,9 +11,9 @@ from scipy.optimize import approx_fprime
 from scipy.stats import norm
 from skopt.acquisition import gaussian_ei
 
-from foldwise.optimizers.acquisition import polish
-from foldwise.optimizers.gp_model import ExactGP, Hyper, dimension_scaled_prior, neg_log_posterior
-from foldwise.optimizers.log_ei import log_ei, log_ei_gradient, log_h
+from foldwise.optimizers.gp.acquisition import polish
+from foldwise.optimizers.gp.log_ei import log_ei, log_ei_gradient, log_h
+from foldwise.optimizers.gp.model import ExactGP, Hyper, dimension_scaled_prior, neg_log_posterior
 
 
 @pytest.fixture

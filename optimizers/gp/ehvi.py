@@ -6,7 +6,7 @@ by a reference point, is cut into disjoint boxes ``[l, u)``. The volume a point 
 inside one box is ``Π_j (u_j − max(l_j, y_j))⁺``, a product of one factor per objective, so
 its expectation is a product too: ``EHVI = Σ_boxes Π_j (ψ_j(u_j) − ψ_j(l_j))`` with
 ``ψ(c) = E[(c − Y)⁺] = σ h((c − μ)/σ)`` and ``ψ(−∞) = 0`` (Emmerich et al. 2006; Yang et al.
-2019). It is summed in log space with :func:`~optimizers.log_ei.log_h`, so a candidate far from
+2019). It is summed in log space with :func:`~optimizers.gp.log_ei.log_h`, so a candidate far from
 the front still gets an order and no underflow to a flat 0 (the log form of Daulton et al.,
 "qLogEHVI", 2023).
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import log_ndtr, logsumexp
 
-from foldwise.optimizers.log_ei import HALF_LOG_2PI, log1mexp, log_h
+from foldwise.optimizers.gp.log_ei import HALF_LOG_2PI, log1mexp, log_h
 from foldwise.optimizers.pareto import non_dominated
 
 MAX_BOXES = 4096

@@ -1,7 +1,7 @@
 """The GP's model of several objectives: a GP per objective, scored by log EHVI.
 
 Each objective's losses are penalised for failures, warped and standardised on their own
-(:mod:`optimizers.output_warp`, with a warp that never saturates: the front spans each
+(:mod:`optimizers.gp.output_warp`, with a warp that never saturates: the front spans each
 objective's whole range), each with its trials' fold standard errors as noise, and get
 their own hyperparameters. The front to improve is what the GPs predict at the usable
 (feasible, not failed) completed trials, not their observed means, for the reason EI's
@@ -24,19 +24,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from foldwise.optimizers import ehvi
-from foldwise.optimizers.acquisition import Gradient, Score
-from foldwise.optimizers.feasibility import Feasibility
-from foldwise.optimizers.gp import (
-    ANCHORS,
-    GPOptimizer,
-    condition,
-    fit_model,
-    keep_rows,
-    penalize_failures,
-)
-from foldwise.optimizers.gp_model import ExactGP, Hyper
-from foldwise.optimizers.output_warp import warp_losses
+from foldwise.optimizers.gp import ehvi
+from foldwise.optimizers.gp.acquisition import Gradient, Score
+from foldwise.optimizers.gp.feasibility import Feasibility
+from foldwise.optimizers.gp.fit import condition, fit_model, keep_rows, penalize_failures
+from foldwise.optimizers.gp.model import ExactGP, Hyper
+from foldwise.optimizers.gp.optimizer import ANCHORS, GPOptimizer
+from foldwise.optimizers.gp.output_warp import warp_losses
 from foldwise.optimizers.pareto import non_dominated
 
 
@@ -103,7 +97,7 @@ class FittedFront:
     """Each objective's best predicted loss: no running trial is told a better one."""
     front: np.ndarray
     """The objectives the GPs predict at the usable (feasible, not failed) trials, dominated
-    ones included (:func:`~optimizers.ehvi.decompose` keeps the non-dominated ones strictly
+    ones included (:func:`~optimizers.gp.ehvi.decompose` keeps the non-dominated ones strictly
     below the reference point: with three or more objectives, whose reference is the front's
     worst corner, a point worst in some objective adds no volume and is left out)."""
     reference: np.ndarray

@@ -8,7 +8,7 @@ from scipy.optimize import approx_fprime
 from skopt.learning import GaussianProcessRegressor
 from skopt.learning.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
-from foldwise.optimizers.gp_model import (
+from foldwise.optimizers.gp.model import (
     Columns,
     ExactGP,
     Hyper,

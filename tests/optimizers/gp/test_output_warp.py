@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.stats import yeojohnson
 
-from foldwise.optimizers.output_warp import warp_losses, yeo_johnson_slope
+from foldwise.optimizers.gp.output_warp import warp_losses, yeo_johnson_slope
 
 # validation losses of a small MLP: most runs train, two learning rates diverge
 DIVERGING = np.array([0.121, 0.134, 0.19, 0.47, 0.128, 45.9, 3.72, 0.252, 0.143, 1.87])

@@ -10,7 +10,7 @@ import pytest
 
 from foldwise.optimizers import create_optimizer
 from foldwise.optimizers.base import Observation
-from foldwise.optimizers.feasibility import Feasibility, squash
+from foldwise.optimizers.gp.feasibility import Feasibility, squash
 from tests.optimizers.problems import PLANE
 
 
