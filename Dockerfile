@@ -18,6 +18,7 @@ COPY --chown=ray:users pyproject.toml README.md ./
 COPY --chown=ray:users foldwise foldwise
 COPY --chown=ray:users integrations integrations
 COPY --chown=ray:users optimizers optimizers
+COPY --chown=ray:users pruners pruners
 COPY --chown=ray:users trainers trainers
 COPY --chown=ray:users service service
 COPY --chown=ray:users migrations migrations
