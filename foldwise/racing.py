@@ -14,22 +14,29 @@ class Racing(StrictModel):
     """Racing across folds: a trial's folds run in waves, and once it is clearly worse than the
     incumbent on the same folds its remaining folds are cancelled (the trial is ``pruned``)."""
 
-    rule: Literal["off", "forgiving", "ttest"] = Field(
+    rule: Literal["off", "forgiving", "ttest", "posterior"] = Field(
         "forgiving",
         description="forgiving (the default): prune when the trial is worse than the incumbent "
         "on the same folds by more than the incumbent's worst fold lies from its mean; "
         "ttest: prune when a one-sided paired t-test on those folds says it is worse at "
-        "level `alpha`; off: every fold runs",
+        "level `alpha`; posterior: prune when the probability that the trial's mean over all "
+        "its folds beats the incumbent's is below `alpha` (the paired fold differences as "
+        "normal draws, the folds to come from their posterior predictive); off: every fold "
+        "runs",
     )
     min_folds: int | None = Field(
         None,
         ge=1,
         le=99,
         description="Folds every trial finishes before it can be pruned, below its folds: "
-        "by default 1 (forgiving) or 2 (ttest)",
+        "by default 1 (forgiving) or 2 (ttest, posterior)",
     )
     alpha: float = Field(
-        0.1, gt=0, lt=1, description="ttest: the p-value below which a trial is pruned"
+        0.1,
+        gt=0,
+        lt=1,
+        description="ttest: the p-value below which a trial is pruned; posterior: the "
+        "probability of beating the incumbent below which it is",
     )
 
 

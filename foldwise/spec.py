@@ -577,7 +577,7 @@ class StudySpec(StrictModel):
     def _racing_fits_the_folds(self) -> StudySpec:
         racing, folds = self.racing, self.fold_count
         if racing.min_folds is None:
-            racing.min_folds = 2 if racing.rule == "ttest" else 1
+            racing.min_folds = 2 if racing.rule in ("ttest", "posterior") else 1
         if racing.rule == "off":
             return self
         if racing.min_folds >= folds:
@@ -586,10 +586,11 @@ class StudySpec(StrictModel):
                 f"{racing.min_folds} every fold runs before a trial could be pruned"
             )
             raise _spec_error(("racing", "min_folds"), message, racing.min_folds)
-        if racing.rule == "ttest" and racing.min_folds < 2:
+        if racing.rule in ("ttest", "posterior") and racing.min_folds < 2:
+            test = "the paired t-test" if racing.rule == "ttest" else "the posterior rule"
             message = (
-                "the paired t-test needs min_folds >= 2 (and so parallel.folds >= 3); "
-                "use the forgiving rule with fewer folds"
+                f"{test} needs min_folds >= 2 (and so parallel.folds >= 3): one fold has no "
+                "spread to judge by; use the forgiving rule with fewer folds"
             )
             raise _spec_error(("racing", "min_folds"), message, racing.min_folds)
         return self

@@ -6,12 +6,14 @@ The single-objective rules (:mod:`pruners.racing`) apply to each objective:
 - *clearly dominated*: some member of the front (a completed, feasible, non-dominated trial)
   beats the trial on every objective, each by its rule on the folds both ran: ``forgiving``,
   by more than the member's worst fold lies from its mean on that metric; ``ttest``, by a
-  one-sided paired t-test at level ``alpha``. A trial only worse on some objectives may still
-  join the front, so it goes on.
+  one-sided paired t-test at level ``alpha``; ``posterior``, when the probability that its
+  mean over all folds beats the member's is below ``alpha``. A trial only worse on some
+  objectives may still join the front, so it goes on.
 - *clearly infeasible*: every fold it finished breaks a constraint's limit, and their mean by
   more than the front's largest fold spread on that metric (``forgiving``; with no front yet,
-  by any amount) or by a one-sided t-test at level ``alpha`` (``ttest``). A parameter count
-  reported with the first fold is then decided at once.
+  by any amount), by a one-sided t-test at level ``alpha`` (``ttest``), or with a probability
+  below ``alpha`` that its mean over all folds meets the limit (``posterior``). A parameter
+  count reported with the first fold is then decided at once.
 
 The verdict depends only on stored fold metrics, so a restarted scheduler reaches the same one.
 """
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 
 from scipy import stats
 
-from foldwise.pruners.racing import clearly_worse
+from foldwise.pruners.racing import chance_to_beat, clearly_worse
 from foldwise.racing import Racing
 from foldwise.spec import Constraint, StudySpec
 
@@ -50,7 +52,7 @@ def dominance_verdict(
         return None
     whole = [m for m in front if len(m.metrics) >= folds]
     for constraint in spec.constraints:
-        reason = _infeasible(racing, constraint, metrics, whole)
+        reason = _infeasible(racing, constraint, metrics, whole, folds=folds)
         if reason:
             return f"after {len(metrics)} of {folds} folds: {reason}"
     for member in whole:
@@ -72,17 +74,22 @@ def _dominated(spec: StudySpec, metrics: FoldMetrics, member: FrontMember) -> st
         mine = [sign * metrics[k][name] for k in shared]
         theirs = [sign * member.metrics[k][name] for k in shared]
         everywhere = [sign * fold[name] for fold in member.metrics.values()]
-        worse = clearly_worse(racing, mine, theirs, everywhere)
+        worse = clearly_worse(racing, mine, theirs, everywhere, folds=spec.fold_count)
         if worse is None:
             return None
         if racing.rule == "forgiving":
             test = f"by {worse[0]:.2g} > {worse[1]:.2g}"
+        elif racing.rule == "posterior":
+            test = f"probability {worse[0]:.2g} to beat it"
         else:
             test = f"p = {worse[0]:.2g}"
         mean_mine = statistics.fmean(sign * v for v in mine)
         mean_theirs = statistics.fmean(sign * v for v in theirs)
         parts.append(f"{name} {mean_mine:.4g} vs {mean_theirs:.4g} ({test})")
-    rule = "forgiving rule" if racing.rule == "forgiving" else f"paired t-tests < {racing.alpha:g}"
+    rule = {
+        "forgiving": "forgiving rule",
+        "posterior": f"each below {racing.alpha:g}, over all {spec.fold_count} folds",
+    }.get(racing.rule, f"paired t-tests < {racing.alpha:g}")
     return (
         f"dominated by trial {member.number} of the front on the same folds: "
         f"{'; '.join(parts)} ({rule})"
@@ -90,7 +97,12 @@ def _dominated(spec: StudySpec, metrics: FoldMetrics, member: FrontMember) -> st
 
 
 def _infeasible(
-    racing: Racing, constraint: Constraint, metrics: FoldMetrics, front: Sequence[FrontMember]
+    racing: Racing,
+    constraint: Constraint,
+    metrics: FoldMetrics,
+    front: Sequence[FrontMember],
+    *,
+    folds: int,
 ) -> str | None:
     values = [fold[constraint.metric] for fold in metrics.values()]
     if not all(constraint.gap(v) > 0 for v in values):
@@ -105,6 +117,12 @@ def _infeasible(
             test = f"by {excess:.4g}, more than the front's fold spread {tolerance:.2g}"
         else:
             test = f"by {excess:.4g}, with no front yet to forgive by"
+    elif racing.rule == "posterior":
+        gaps = [constraint.gap(v) for v in values]
+        chance = chance_to_beat(gaps, [0.0] * len(gaps), folds=folds) if len(gaps) > 1 else 1.0
+        if not chance < racing.alpha:
+            return None
+        test = f"probability {chance:.2g} < {racing.alpha:g} that its mean over all folds meets it"
     else:
         p_value = _limit_p_value(values, constraint)
         if not p_value < racing.alpha:

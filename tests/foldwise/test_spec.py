@@ -437,6 +437,8 @@ def test_racing_decides_after_one_fold_or_two_for_the_t_test(doc):
     assert StudySpec.model_validate(spec.resolved()) == spec
     doc["racing"] = {"rule": "ttest"}
     assert StudySpec.model_validate(doc).racing.min_folds == 2
+    doc["racing"] = {"rule": "posterior"}
+    assert StudySpec.model_validate(doc).racing.min_folds == 2
 
 
 @pytest.mark.parametrize(
@@ -444,6 +446,7 @@ def test_racing_decides_after_one_fold_or_two_for_the_t_test(doc):
     [
         ({"rule": "forgiving", "min_folds": 5}, 5, "below parallel.folds (5)"),
         ({"rule": "ttest", "min_folds": 1}, 5, "t-test needs min_folds >= 2"),
+        ({"rule": "posterior", "min_folds": 1}, 5, "posterior rule needs min_folds >= 2"),
         ({"rule": "ttest"}, 2, "below parallel.folds (2)"),
     ],
 )

@@ -109,6 +109,28 @@ def test_the_ttest_rule_needs_every_objective_significantly_worse() -> None:
     assert dominance_verdict(spec, _folds((0.40, 0.80, 600)), [MEMBER]) is None  # min 2 folds
 
 
+def test_the_posterior_rule_prunes_what_cannot_beat_a_member_over_all_folds() -> None:
+    spec = _spec(racing={"rule": "posterior", "alpha": 0.1})
+    worse = _folds((0.40, 0.80, 600), (0.45, 0.78, 600), (0.43, 0.81, 600))
+    reason = dominance_verdict(spec, worse, [MEMBER])
+    assert reason is not None and "each below 0.1, over all 4 folds" in reason
+    mixed = _folds((0.40, 0.80, 600), (0.45, 0.95, 600), (0.43, 0.81, 600))
+    assert dominance_verdict(spec, mixed, [MEMBER]) is None  # ahead on accuracy on one fold
+
+
+def test_the_posterior_rule_judges_a_constraint_by_its_mean_over_all_folds() -> None:
+    spec = _spec(racing={"rule": "posterior", "alpha": 0.1})
+    over = _folds((0.1, 0.99, 1500), (0.1, 0.99, 1700), (0.1, 0.99, 1600))
+    reason = dominance_verdict(spec, over, [])
+    assert reason is not None and "that its mean over all folds meets it" in reason
+    # over on two folds, but so unevenly that the two to come may still bring the mean under
+    # (probability 0.2); one fold more just over leaves them too little room (0.09)
+    near = _folds((0.1, 0.99, 1001), (0.1, 0.99, 1400))
+    assert dominance_verdict(spec, near, []) is None
+    assert dominance_verdict(spec, {**near, 2: {**near[0], "n_params": 1002}}, []) is not None
+    assert dominance_verdict(spec, _folds((0.1, 0.99, 1500), (0.1, 0.99, 900)), []) is None
+
+
 def test_a_trial_pruned_after_one_fold_takes_the_fronts_spread_as_its_error() -> None:
     spec = _spec()
     one_fold = _folds((0.40, 0.80, 600))

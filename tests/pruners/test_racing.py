@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from scipy import stats
 
-from foldwise.pruners.racing import Incumbent, paired_p_value, race_verdict
+from foldwise.pruners.racing import Incumbent, chance_to_beat, paired_p_value, race_verdict
 from foldwise.racing import Racing
 
 INCUMBENT = Incumbent(number=3, values={0: 0.10, 1: 0.12, 2: 0.30, 3: 0.11, 4: 0.13})
@@ -71,3 +72,64 @@ def test_ttest_prunes_only_a_consistent_difference() -> None:
     noisy = {0: 0.60, 1: 0.05, 3: 0.25}  # worse on average, better on fold 1
     assert verdict(TTEST, noisy) is None
     assert verdict(FORGIVING, noisy) is not None
+
+
+POSTERIOR = Racing(rule="posterior", min_folds=2, alpha=0.1)
+
+
+def _monte_carlo_chance(differences: list[float], folds: int, draws: int = 200_000) -> float:
+    """The same probability by sampling the model: (mean, variance) from the posterior under
+    Jeffreys' prior, then the folds to come; how often the K-fold mean difference is below 0."""
+    rng = np.random.default_rng(0)
+    n, mean = len(differences), float(np.mean(differences))
+    s2 = float(np.var(differences, ddof=1))
+    variance = (n - 1) * s2 / rng.chisquare(n - 1, draws)
+    mu = rng.normal(mean, np.sqrt(variance / n))
+    future = rng.normal(mu, np.sqrt(variance / (folds - n)))  # mean of the K - n to come
+    return float(np.mean((n * mean + (folds - n) * future) / folds < 0))
+
+
+@pytest.mark.parametrize(
+    ("mine", "theirs", "folds"),
+    [
+        ([0.3, 0.2], [0.25, 0.22], 5),
+        ([0.3, 0.2, 0.31], [0.25, 0.18, 0.2], 5),
+        ([1, 3, 2, 5], [2, 2, 1, 3], 10),
+    ],
+)
+def test_the_chance_to_beat_is_the_models_posterior_predictive(mine, theirs, folds) -> None:
+    differences = [a - b for a, b in zip(mine, theirs, strict=True)]
+    expected = _monte_carlo_chance(differences, folds)
+    assert chance_to_beat(mine, theirs, folds=folds) == pytest.approx(expected, abs=0.005)
+
+
+def test_the_chance_to_beat_says_no_doubt_where_the_folds_leave_none() -> None:
+    assert chance_to_beat([0.5, 0.75], [0.25, 0.5], folds=5) == 0.0  # behind by 0.25 on each
+    assert chance_to_beat([0.25, 0.5], [0.25, 0.5], folds=5) == 1.0  # a tie is not behind
+    assert chance_to_beat([0.25, 0.5], [0.5, 0.75], folds=5) == 1.0
+    assert chance_to_beat([0.3, 0.2, 0.4], [0.2, 0.3, 0.1], folds=3) == 0.0  # all folds ran
+
+
+def test_the_posterior_rule_prunes_sooner_the_fewer_folds_are_left_to_run() -> None:
+    # the same two differences (behind by 0.02 and 0.06): a one-sided p of 0.15 against the
+    # incumbent on those folds, too weak for the t-test at 0.1; with 3 of 5 folds still to
+    # run the mean can still turn, with 1 of 3 it cannot
+    mine, theirs = [0.12, 0.18], [0.10, 0.12]
+    assert paired_p_value(mine, theirs) > TTEST.alpha
+    assert chance_to_beat(mine, theirs, folds=5) > POSTERIOR.alpha
+    assert chance_to_beat(mine, theirs, folds=3) < POSTERIOR.alpha
+    for n in (2, 3, 4):  # at every point of the race at most the t-test's p
+        values = [0.2, 0.16, 0.31, 0.14][:n]
+        shared = [INCUMBENT.values[k] for k in range(n)]
+        assert chance_to_beat(values, shared, folds=5) <= paired_p_value(values, shared)
+
+
+def test_the_posterior_rule_says_why_it_pruned() -> None:
+    reason = verdict(POSTERIOR, {0: 0.13, 1: 0.16, 2: 0.34, 3: 0.15})
+    assert reason is not None and reason.startswith(
+        "after 4 of 5 folds: 0.195 ± 0.049 vs incumbent (trial 3) 0.1575 on the same folds, "
+        "probability "
+    )
+    assert reason.endswith(" < 0.1 that its mean over all 5 folds beats the incumbent's")
+    assert verdict(POSTERIOR, {0: 0.16, 1: 0.11}) is None  # behind on one, ahead on the other
+    assert verdict(POSTERIOR, {0: 0.09, 1: 0.11, 2: 0.29, 3: 0.10}) is None  # ahead
