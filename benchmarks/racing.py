@@ -211,10 +211,12 @@ async def run_study(
 ) -> Run:
     spec = StudySpec.model_validate(document)
     study_id = await db.write(lambda s: study_repo.create_study(s, spec).id)
-    runner = StudyRunner(study_id, SchedulerStore(db), executor, poll_seconds=0.2)
+    store = SchedulerStore(db)
+    runner = StudyRunner(study_id, store, executor, poll_seconds=0.2)
     started = time.time()
     await runner.run()
     wall = time.time() - started
+    await store.reports.close()  # the last epoch reports in, the batch task stopped
     trials, epochs, fold_runs = await db.read(lambda s: _rows(s, study_id))
     completed = sorted(
         (t.finished_at.timestamp() - started, t.value)
