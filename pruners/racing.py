@@ -16,9 +16,10 @@ restarted scheduler reaches the same one.
   that its mean over all K folds comes out better than the incumbent's. The fold differences
   are modelled as independent normal draws of unknown mean and variance (Jeffreys' prior), so
   the differences of the folds still to run follow the posterior predictive; the trial is
-  pruned when that probability is below ``alpha``. With the same folds run it prunes sooner
-  than the t-test the fewer folds are left to change the mean (at 4 of 5 folds a trial
-  clearly behind cannot catch up), and no sooner than the t-test's p on its first folds.
+  pruned when that probability is below ``alpha``. For a trial behind, the probability is
+  never above the t-test's p on the same folds, and the further below it the fewer folds are
+  left to change the mean (at 4 of 5 folds a trial clearly behind cannot catch up): at any
+  ``alpha`` below 0.5 it prunes no later than the t-test.
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ def test_the_posterior_rule_prunes_sooner_the_fewer_folds_are_left_to_run() -> N
     assert paired_p_value(mine, theirs) > TTEST.alpha
     assert chance_to_beat(mine, theirs, folds=5) > POSTERIOR.alpha
     assert chance_to_beat(mine, theirs, folds=3) < POSTERIOR.alpha
-    for n in (2, 3, 4):  # at every point of the race at most the t-test's p
+    for n in (2, 3, 4):  # behind: at every point of the race at most the t-test's p
         values = [0.2, 0.16, 0.31, 0.14][:n]
         shared = [INCUMBENT.values[k] for k in range(n)]
         assert chance_to_beat(values, shared, folds=5) <= paired_p_value(values, shared)
