@@ -11,8 +11,9 @@
 - The targets: losses warped (:mod:`.output_warp`, Yeo-Johnson) and standardised; a failed
   trial is told as the worst successful loss plus a tenth of their spread (:func:`.fit.
   penalize_failures`), so the search leaves its region while the scale of real results is
-  kept. With one objective the GP's prior mean is the worst loss told, so an unexplored region
-  promises improvement only through its variance.
+  kept. With one objective over a space with a numeric parameter the GP's prior mean is the
+  worst loss told, so an unexplored region promises improvement only through its variance
+  (elsewhere it is the losses' mean).
 - The acquisition (:mod:`.log_ei`, :mod:`.acquisition`): log expected improvement below the
   best *predicted* loss (a lucky noisy mean is no target), its margin annealed to 0 over the
   budget, scored on random candidates and perturbations of the best points, then polished by
