@@ -224,7 +224,7 @@ def measure(
     trace: list[dict[str, Any]], probe: Probe, start: float, end: float, slots: int
 ) -> dict[str, Any]:
     """The window's figures from the simulator's trace and what the probes saw."""
-    trained, events = 0.0, 0
+    trained = 0.0
     placed: dict[str, float] = {}
     ended: dict[str, list[float]] = defaultdict(list)
     lags = []
@@ -232,7 +232,6 @@ def measure(
         t, key = line["t"], line["trial"]
         if line["event"] == "epoch":
             trained += max(0.0, min(t, end) - max(t - line["seconds"], start))
-            events += start <= t <= end
             stored = probe.stored.get((key, line["fold"], line["attempt"], line["epoch"]))
             if stored is not None and start <= t <= end:
                 lags.append(stored - t)
@@ -240,7 +239,6 @@ def measure(
             placed[key] = min(placed.get(key, t), t)
         elif line["event"] == "ended":
             ended[key].append(t)
-            events += start <= t <= end
     done = {k: max(v) for k, v in ended.items() if len(v) >= FOLDS}
     refills, finished_at = [], defaultdict(list)
     by_study: dict[str, list[tuple[int, str]]] = defaultdict(list)
@@ -268,7 +266,7 @@ def measure(
         "utilisation": trained / (slots * (end - start)),
         "refill": (quantile(refills, 0.5), quantile(refills, 0.99)),
         "lag": (quantile(lags, 0.5), quantile(lags, 0.99)),
-        "events": events,
+        "events": count_events(trace, start, end),
         "get": (quantile(latencies, 0.99), quantile(ages, 0.99)),
     }
 
@@ -317,11 +315,12 @@ def run_cell(cell: Cell, root: Path, seconds: float) -> dict[str, Any]:
         finally:
             probe.stop.set()
             service.stop()
-        figures = measure(read_trace(trace), probe, start, end, cell.slots)
+        lines = read_trace(trace)
+        figures = measure(lines, probe, start, end, cell.slots)
         window = end - start
         figures["cpu"] = (cpu1 - cpu0) / window
         figures["cpu_per_event_ms"] = 1000 * (cpu1 - cpu0) / max(figures["events"], 1)
-        quiet_events = count_events(read_trace(trace), quiet_start, quiet_end)
+        quiet_events = count_events(lines, quiet_start, quiet_end)
         figures["quiet_cpu_per_event_ms"] = 1000 * (quiet_cpu1 - quiet_cpu0) / max(quiet_events, 1)
         commits = None
         if scraped0["commits"] is not None and scraped1["commits"] is not None:

@@ -124,13 +124,8 @@ def chance_to_beat(mine: list[float], theirs: list[float], *, folds: int) -> flo
     T Student's t with n - 1 degrees of freedom (the mean of the K - n differences to come
     follows the posterior predictive). Equal differences (s = 0) leave no doubt: 0 when they
     are behind, else 1."""
-    differences = [a - b for a, b in zip(mine, theirs, strict=True)]
-    n = len(differences)
-    mean = statistics.fmean(differences)
-    if n >= folds:  # every fold has run: the means are known (a tie is not behind)
-        return 0.0 if mean > 0 else 1.0
-    spread = statistics.stdev(differences)
-    if spread == 0.0 or not math.isfinite(spread):  # equal differences: no doubt either
+    n, mean, spread = _paired(mine, theirs)
+    if n >= folds or spread is None:  # every fold has run, or equal differences: no doubt
         return 0.0 if mean > 0 else 1.0
     left = folds - n
     scale = left / folds * spread * math.sqrt(1 / n + 1 / left)
@@ -139,13 +134,19 @@ def chance_to_beat(mine: list[float], theirs: list[float], *, folds: int) -> flo
 
 def paired_p_value(mine: list[float], theirs: list[float]) -> float:
     """One-sided p-value that ``mine`` (losses) is no worse than ``theirs``, fold by fold."""
+    n, mean, spread = _paired(mine, theirs)
+    if spread is None:
+        return 0.0 if mean > 0 else 1.0
+    return float(stats.t.sf(mean / (spread / math.sqrt(n)), df=n - 1))
+
+
+def _paired(mine: list[float], theirs: list[float]) -> tuple[int, float, float | None]:
+    """How many fold differences ``mine - theirs`` there are, their mean and their standard
+    deviation (None when they are all equal: nothing is in doubt, a tie is not behind)."""
     differences = [a - b for a, b in zip(mine, theirs, strict=True)]
     mean = statistics.fmean(differences)
     spread = statistics.stdev(differences)
-    if spread == 0.0 or not math.isfinite(spread):
-        return 0.0 if mean > 0 else 1.0
-    t = mean / (spread / math.sqrt(len(differences)))
-    return float(stats.t.sf(t, df=len(differences) - 1))
+    return len(differences), mean, spread if spread > 0.0 and math.isfinite(spread) else None
 
 
 def _mean_and_error(values: list[float]) -> str:

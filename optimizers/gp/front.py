@@ -5,11 +5,12 @@ Each objective's losses are penalised for failures, warped and standardised on t
 objective's whole range), each with its trials' fold standard errors as noise, and get
 their own hyperparameters. The front to improve is what the GPs predict at the usable
 (feasible, not failed) completed trials, not their observed means, for the reason EI's
-incumbent is a prediction (:mod:`optimizers.gp`). The reference point (:func:`reference_of`)
-depends on the number of objectives. With two it is the worst predicted value of each
-objective over all those trials, dominated ones included, plus a tenth of their range: farther
-out than BoTorch's rule (the front's own worst corner plus a tenth of its range), so the ends
-of the front keep some worth, as they do against the fixed reference points of benchmarks.
+incumbent is a prediction (:mod:`optimizers.gp.optimizer`). The reference point
+(:func:`reference_of`) depends on the number of objectives. With two it is the worst predicted
+value of each objective over all those trials, dominated ones included, plus a tenth of their
+range: farther out than BoTorch's rule (the front's own worst corner plus a tenth of its
+range), so the ends of the front keep some worth, as they do against the fixed reference points
+of benchmarks.
 With three or four it is the front's own worst corner, without a margin: there the region a
 far reference point adds behind the front's ends outweighs its interior, and EHVI spent its
 trials on the ends (docs/optimizers.md, "Three objectives: ParEGO, then EHVI"). Running
