@@ -4,7 +4,10 @@ free slot, and why ready folds wait.
 The study has ``slots`` fold slots (``trial_groups x folds``, at most what the cluster holds at
 once); a free slot goes to the next fold of a trial in flight that may start (with racing,
 folds run in waves: ``trial_progress.folds_to_start``), as far as the cluster's share among the
-running studies allows. When fold runs cannot start or are not placed, ``waiting`` says why in
+running studies allows. When the trials in flight have fewer folds ready than slots are free,
+``trials_wanted`` says how many new trials fill the rest with their first folds: with racing
+that is more than ``trial_groups`` trials at once, so the slots do not wait while every trial
+runs its first wave. When fold runs cannot start or are not placed, ``waiting`` says why in
 words, which the study's answer carries.
 """
 
@@ -60,6 +63,11 @@ class WaitingNote:
 
     def written(self, text: str | None, now: float) -> None:
         self.text, self.written_at = text, now
+
+
+def _wave(spec: StudySpec) -> int | None:
+    """The folds a trial runs before racing first judges it; None: racing is off."""
+    return spec.racing.min_folds if spec.racing.rule != "off" else None
 
 
 def _reason(note: str) -> str:
@@ -134,15 +142,25 @@ class FoldSlots:
         )
         return slots if fits is None else max(1, min(slots, fits))
 
+    def trials_wanted(self, spec: StudySpec, trials: Iterable[TrialProgress]) -> int:
+        """New trials the free slots could take now: none while the trials in flight have a
+        fold ready for each, else as many as fill the rest with their first folds (``min_folds``
+        of them under racing, every fold without)."""
+        free = self.slots - len(self.folds)
+        ready = len(
+            folds_to_start(trials, folds=spec.fold_count, min_folds=_wave(spec), free=free)
+        )
+        first_wave = _wave(spec) or spec.fold_count
+        return max(0, -(-(free - ready) // min(first_wave, spec.fold_count)))
+
     async def start(self, context: StudyContext, trials: Iterable[TrialProgress]) -> None:
         """Give free slots to the folds of ``trials`` that may start, oldest trial first, as
         far as the cluster's share allows; say why in ``waiting`` when no alive node can run a
         fold, when ready folds wait with nothing running, or when Ray has not placed a fold's
         workers."""
         spec = context.spec
-        racing = spec.racing.min_folds if spec.racing.rule != "off" else None
         free = self.slots - len(self.folds)
-        ready = folds_to_start(trials, folds=spec.fold_count, min_folds=racing, free=free)
+        ready = folds_to_start(trials, folds=spec.fold_count, min_folds=_wave(spec), free=free)
         allowed = len(ready)
         if self.share is not None:
             allowed = self.share.grant(self.study_id, running=len(self.folds), ready=len(ready))

@@ -1,10 +1,11 @@
-"""One study's loop: N_G trials in flight, their folds in the study's fold slots, racing.
+"""One study's loop: its trials in flight, their folds in the study's fold slots, racing.
 
 The unit of work is the fold run. Each turn of the loop takes in the folds that ended (their
-verdicts: ``trial_verdicts``), creates trials whenever fewer than ``trial_groups`` are in
-flight and the budget allows, and gives free fold slots to the folds that may start
-(``fold_slots``); a trial found clearly worse by the racing rule is stored as ``pruned`` and
-its other folds are stopped, which frees their slots for other trials.
+verdicts: ``trial_verdicts``), creates trials whenever the trials in flight have fewer folds
+ready than fold slots are free and the budget allows (about N_G trials without racing; more
+while racing holds trials to their first folds), and gives free fold slots to the folds that
+may start (``fold_slots``); a trial found clearly worse by the racing rule is stored as
+``pruned`` and its other folds are stopped, which frees their slots for other trials.
 
 Everything it knows comes from the database when it starts, so a restarted service resumes a
 study where the old one left it: unfinished trials re-run their missing folds (and are judged
@@ -154,12 +155,11 @@ class StudyRunner:
     async def _fill(
         self, spec: StudySpec, optimizer: BaseOptimizer, verdicts: TrialVerdicts
     ) -> int:
-        """Create trials up to N_G in flight and within the budget."""
+        """Create the trials the free fold slots can take (``FoldSlots.trials_wanted``),
+        within the budget."""
         trials = verdicts.trials
-        if len(trials) >= spec.parallel.trial_groups:
-            return 0
         room = spec.budget.trials - verdicts.total
-        wanted = min(spec.parallel.trial_groups - len(trials), room)
+        wanted = min(self.fold_slots.trials_wanted(spec, trials.values()), room)
         if wanted <= 0:
             return 0
         pending = [trial.handle.params for trial in trials.values()]

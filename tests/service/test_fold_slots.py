@@ -3,10 +3,14 @@ a waiting study's note is written."""
 
 from __future__ import annotations
 
+import pytest
+
 from foldwise.service.scheduler import slot_meter
-from foldwise.service.scheduler.fold_slots import WAITING_REFRESH_S, WaitingNote
+from foldwise.service.scheduler.fold_slots import WAITING_REFRESH_S, FoldSlots, WaitingNote
 from foldwise.service.scheduler.store import TrialHandle
 from foldwise.service.scheduler.trial_progress import TrialProgress, folds_to_start
+from foldwise.spec import StudySpec
+from tests.service.study_specs import study_spec
 
 
 def trial(number: int, done: tuple[int, ...] = (), running: tuple[int, ...] = ()) -> TrialProgress:
@@ -37,6 +41,47 @@ def test_racing_runs_min_folds_first_then_the_rest() -> None:
 def test_no_free_slot_starts_nothing() -> None:
     assert picked([trial(0)], 0) == [] and picked([trial(0)], -2) == []
     assert picked([trial(0, done=(0, 1, 2), running=(3, 4))], 3) == []
+
+
+def _slots(slots: int, running: int, racing: str = "off", min_folds: int = 1):
+    """A study of 5 folds with ``slots`` fold slots, ``running`` of them held."""
+    document = study_spec(
+        parallel={"trial_groups": 2, "folds": 5, "workers_per_fold": 1},
+        racing={"rule": racing, "min_folds": min_folds} if racing != "off" else {"rule": "off"},
+    )
+    fold_slots = FoldSlots(1, None, None, None, lambda: None)  # type: ignore[arg-type]
+    fold_slots.slots = slots
+    fold_slots.folds = {object(): None for _ in range(running)}  # type: ignore[misc]
+    return StudySpec.model_validate(document), fold_slots
+
+
+@pytest.mark.parametrize(
+    ("racing", "min_folds", "trials", "running", "wanted"),
+    [
+        ("off", 1, [], 0, 2),  # an empty study: N_G trials fill N_G x K slots
+        ("off", 1, [trial(0), trial(1)], 0, 0),  # their folds fill every slot
+        # a trial's last fold runs, four slots are free and nothing waits: one new trial
+        (
+            "off",
+            1,
+            [trial(0, done=(0, 1, 2, 3), running=(4,)), trial(1, running=(0, 1, 2, 3, 4))],
+            6,
+            1,
+        ),
+        ("forgiving", 1, [], 0, 10),  # racing, one fold first: ten trials for ten slots
+        ("forgiving", 1, [trial(0, running=(0,)), trial(1, running=(0,))], 2, 8),
+        ("posterior", 2, [trial(0, running=(0, 1))], 2, 4),  # two folds first: four more
+        ("posterior", 2, [trial(0, running=(0,))], 2, 4),  # 8 free, one fold of it waits: 7/2
+        # a trial that passed its first wave has its last three folds waiting: they go first
+        ("forgiving", 1, [trial(0, done=(0,), running=(1,))], 6, 1),
+        ("forgiving", 1, [trial(0, done=(0,), running=(1,))], 8, 0),
+    ],
+)
+def test_new_trials_start_when_the_trials_in_flight_leave_slots_with_no_fold_to_run(
+    racing: str, min_folds: int, trials: list[TrialProgress], running: int, wanted: int
+) -> None:
+    spec, fold_slots = _slots(10, running, racing, min_folds)
+    assert fold_slots.trials_wanted(spec, trials) == wanted
 
 
 def test_the_slot_meter_integrates_running_folds_against_the_slots(monkeypatch) -> None:

@@ -147,3 +147,27 @@ def test_runs_whose_workers_die_are_retried_and_runs_that_raise_fail_their_trial
     failed_attempts = [r for r in runs if r.status is FoldStatus.FAILED]
     assert all("simulated worker died" in (r.error or "") for r in failed_attempts)
     assert {t.status for t in trials} <= {TrialStatus.COMPLETED, TrialStatus.FAILED}
+
+
+def test_with_racing_new_trials_take_the_slots_their_first_folds_leave_free(
+    lanes, tmp_path
+) -> None:
+    control, _reports = lanes
+    spec = _spec(trials=8, epochs=2, racing={"rule": "forgiving", "min_folds": 1})
+    spec = spec.model_copy(update={"parallel": spec.parallel.model_copy(update={"folds": 4})})
+    study_id = _create_study(control, spec)  # 2 x 4 slots, of which the cluster holds 4
+    cluster = SimulatedCluster(nodes=1, cpus_per_node=4, epoch_seconds=(0.05, 0.05))
+    asyncio.run(_run_to_end(lanes, cluster, study_id, tmp_path=tmp_path))
+
+    def read(session):
+        runs = session.scalars(select(FoldRunRow).order_by(FoldRunRow.id)).all()
+        trials = session.scalars(select(TrialRow).where(TrialRow.study_id == study_id)).all()
+        return runs, trials
+
+    runs, trials = control._read(read)
+    numbers = {t.id: t.number for t in trials}
+    # the first four slots went to the first fold of four trials, not to one trial's first fold
+    # with three slots waiting for its verdict
+    assert [(numbers[r.trial_id], r.fold) for r in runs[:4]] == [(n, 0) for n in range(4)]
+    assert len(trials) == 8
+    assert {t.status for t in trials} <= {TrialStatus.COMPLETED, TrialStatus.PRUNED}
