@@ -206,10 +206,12 @@ def best(ctx: typer.Context, study_id: StudyId, url: UrlOption = None) -> None:
                 fail(f"study {study_id} has no feasible completed trial{still}")
             console.print(cli_render.pareto_view(study, front))
             return
+        selection = None if study.best_trial is None else client.fetch_top_folds(study_id, 1)
     if study.best_trial is None:
         feasible = " that meets its constraints" if study.spec.constraints else ""
         fail(f"study {study_id} has no completed trial{feasible}{still}")
-    console.print(cli_render.best_trial_view(study, study.best_trial))
+    estimate = selection.selection if selection is not None else None
+    console.print(cli_render.best_trial_view(study, study.best_trial, estimate))
 
 
 @app.command()

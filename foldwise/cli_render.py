@@ -267,8 +267,13 @@ def best_summary(trial: schemas.TrialSummary | None) -> str:
     return f"#{trial.number} {fmt_value(trial.value, trial.std_error)}"
 
 
-def best_trial_view(study: schemas.Study, trial: schemas.TrialSummary) -> Group:
-    """The best trial's value ± s.e. on the objective, then its parameters one per row."""
+def best_trial_view(
+    study: schemas.Study,
+    trial: schemas.TrialSummary,
+    selection: schemas.SelectionEstimate | None = None,
+) -> Group:
+    """The best trial's value ± s.e. on the objective, its selection-corrected estimate when
+    known, then its parameters one per row."""
     head = Text.assemble(
         ("best trial ", "bold"),
         (f"#{trial.number}", "bold cyan"),
@@ -282,10 +287,26 @@ def best_trial_view(study: schemas.Study, trial: schemas.TrialSummary) -> Group:
     params.add_column("value")
     for name, value in trial.params.items():
         params.add_row(name, fmt_param(value))
+    parts: list[RenderableType] = [head]
+    if selection is not None and selection.number == trial.number:
+        parts.append(selection_view(selection))
+    parts.append(params)
     holdout = study.holdout
-    if holdout is None or holdout.trial != trial.number:
-        return Group(head, params)
-    return Group(head, params, holdout_view(holdout))
+    if holdout is not None and holdout.trial == trial.number:
+        parts.append(holdout_view(holdout))
+    return Group(*parts)
+
+
+def selection_view(selection: schemas.SelectionEstimate) -> Text:
+    """``expect 0.1495 on new data (0.0225 for being picked among 30 trials; Tibshirani &
+    Tibshirani 2009)``."""
+    return Text.assemble(
+        "expect ",
+        (f"{selection.corrected:.4g}", "bold yellow"),
+        f" on new data ({selection.bias:.2g} worse, for being the best of "
+        f"{selection.trials} trial{'s' if selection.trials != 1 else ''} on the same folds; "
+        "Tibshirani & Tibshirani 2009)",
+    )
 
 
 def pareto_view(study: schemas.Study, front: schemas.ParetoFront) -> Group:

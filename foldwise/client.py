@@ -192,6 +192,17 @@ class Client:
         data = self._request("GET", f"/studies/{study_id}/trials/{number}", missing=missing)
         return _parse(schemas.Trial, data)
 
+    def fetch_top_folds(self, study_id: int, top: int = 10) -> schemas.TopFolds:
+        """Each fold's value for the best ``top`` trials, and the best trial's value beside
+        its selection-corrected estimate (``selection``)."""
+        data = self._request(
+            "GET",
+            f"/studies/{study_id}/insights/folds",
+            params={"top": top},
+            missing=f"study {study_id} not found",
+        )
+        return _parse(schemas.TopFolds, data)
+
     def fetch_pareto(self, study_id: int) -> schemas.ParetoFront:
         """The study's Pareto front: its feasible, non-dominated completed trials."""
         data = self._request(

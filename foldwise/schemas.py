@@ -437,12 +437,35 @@ class History(BaseModel):
     )
 
 
+class SelectionEstimate(BaseModel):
+    """The best trial's K-fold mean beside what to expect of it on new data: the best of many
+    trials on the same folds is picked for being lucky on them (pruners/selection.py)."""
+
+    number: int = Field(..., description="The best trial")
+    value: float = Field(..., description="Its mean over its folds")
+    corrected: float = Field(
+        ...,
+        description="Its value made worse by the bias of picking it among the candidates "
+        "(Tibshirani & Tibshirani 2009): what to expect of its fold models on new data",
+    )
+    bias: float = Field(..., description="corrected - value in the worse direction, never < 0")
+    trials: int = Field(
+        ..., description="The candidates it was picked among: the completed, feasible trials"
+    )
+    method: Literal["tibshirani-2009"] = "tibshirani-2009"
+
+
 class TopFolds(BaseModel):
     folds: int = Field(..., description="K, the folds per trial")
     number: list[int]
     value: list[float | None]
     std_error: list[float | None]
     fold_values: list[list[float | None]] = Field(..., description="[trial][fold]")
+    selection: SelectionEstimate | None = Field(
+        None,
+        description="The best trial's value beside its selection-corrected estimate; null "
+        "for a study of several objectives or with no completed feasible trial",
+    )
 
 
 class Curves(BaseModel):

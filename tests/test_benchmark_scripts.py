@@ -51,7 +51,7 @@ SMOKE_RUNS = {
     ),
     "holdout_bias": (
         ["--seeds", "1", "--trials", "1", "--epochs", "2"],
-        "| seed | CV-best val_loss",
+        "| seed | CV-best val_loss ± s.e. | selection-corrected |",
     ),
     "racing": (
         ["--tasks", "digits", "--seeds", "1", "--trials", "4", "--modes", "off,racing"]

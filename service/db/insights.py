@@ -156,6 +156,27 @@ def top_trial_folds(
     return [(t, folds[t.id]) for t in trials]
 
 
+def fold_bests(session: Session, study_id: int, *, maximize: bool) -> tuple[dict[int, float], int]:
+    """Each fold's best value among the study's completed trials that meet its constraints,
+    and how many such trials there are: the candidates a best trial was picked among (one
+    aggregate query, not their rows)."""
+    best = func.max(FoldRunRow.value) if maximize else func.min(FoldRunRow.value)
+    candidates = (
+        TrialRow.study_id == study_id,
+        TrialRow.status == TrialStatus.COMPLETED,
+        TrialRow.feasible.is_not(False),
+    )
+    query = (
+        select(FoldRunRow.fold, best)
+        .join(TrialRow, FoldRunRow.trial_id == TrialRow.id)
+        .where(*candidates, FoldRunRow.status == FoldStatus.COMPLETED)
+        .group_by(FoldRunRow.fold)
+    )
+    bests = {fold: value for fold, value in session.execute(query) if value is not None}
+    count = session.scalar(select(func.count()).select_from(TrialRow).where(*candidates))
+    return bests, count or 0
+
+
 def running_trial_numbers(session: Session, study_id: int) -> list[int]:
     query = select(TrialRow.number).where(
         TrialRow.study_id == study_id, TrialRow.status == TrialStatus.RUNNING

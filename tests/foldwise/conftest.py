@@ -155,6 +155,19 @@ def study_json(
     }
 
 
+def best_answers(study: dict[str, Any], selection: dict[str, Any] | None = None) -> Callable:
+    """A stub's ``handle`` for ``foldwise best``: the study, and its top folds with
+    ``selection`` (the best trial's selection-corrected estimate, or none)."""
+
+    def handle(request: Request) -> Answer:
+        if request.path.endswith("/insights/folds"):
+            top = {"folds": 3, "number": [], "value": [], "std_error": [], "fold_values": []}
+            return 200, {**top, "selection": selection}
+        return 200, study
+
+    return handle
+
+
 @pytest.fixture
 def spec_dict() -> dict[str, Any]:
     """A valid spec document (a fresh copy: tests may break it)."""

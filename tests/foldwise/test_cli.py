@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from foldwise import cli
 from foldwise.cli_output import program_name
+from tests.foldwise.conftest import best_answers
 
 runner = CliRunner()
 
@@ -375,11 +376,23 @@ def test_trials_marks_a_trial_that_breaks_the_constraints(stub, make_trial):
 
 
 def test_best_prints_value_and_params(stub, make_study):
-    stub.handle = lambda request: (200, make_study())
+    stub.handle = best_answers(make_study())
     result = runner.invoke(cli.app, ["best", "7", "--url", stub.url])
     assert result.exit_code == 0, result.output
     assert "best trial #2 of study 7 digits-mlp: 0.1235 ± 0.0042" in result.stdout
     assert "depth" in result.stdout and "relu" in result.stdout
+    assert "on new data" not in result.stdout  # no estimate given: none said
+
+
+def test_best_says_what_to_expect_of_the_winner_on_new_data(stub, make_study):
+    selection = {"number": 2, "value": 0.1235, "corrected": 0.1461, "bias": 0.0226, "trials": 30}
+    stub.handle = best_answers(make_study(), selection)
+    result = runner.invoke(cli.app, ["best", "7", "--url", stub.url])
+    assert result.exit_code == 0, result.output
+    assert "expect 0.1461 on new data (0.023 worse, for being the best of 30 trials" in " ".join(
+        result.stdout.split()
+    )
+    assert ("GET", "/studies/7/insights/folds") in [(r.method, r.path) for r in stub.requests]
 
 
 @pytest.mark.parametrize(("final", "code"), [("completed", 0), ("stopped", 0), ("failed", 1)])

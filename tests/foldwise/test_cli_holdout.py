@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from foldwise import cli
 from foldwise.client import Client
 from foldwise.errors import FoldwiseError
+from tests.foldwise.conftest import best_answers
 
 runner = CliRunner()
 
@@ -89,7 +90,7 @@ def test_a_failed_score_is_one_line_and_a_bad_score_a_usage_error(stub, make_stu
 
 
 def test_status_and_best_show_the_hold_out_score(stub, make_study) -> None:
-    stub.handle = lambda request: (200, make_study(status="completed", holdout=HOLDOUT))
+    stub.handle = best_answers(make_study(status="completed", holdout=HOLDOUT))
     status = runner.invoke(cli.app, ["status", "7", "--url", stub.url])
     assert status.exit_code == 0, status.output
     assert "hold-out   trial 2: ensemble loss 0.1234" in status.stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
 from fastapi.testclient import TestClient
 
 from foldwise.schemas import TrialStatus
@@ -236,3 +237,38 @@ def test_trials_that_break_a_constraint_are_neither_best_nor_steps_of_the_best_l
     assert top["number"] == feasible[:3]
     line = api.get(f"/studies/{study_id}/insights/history").json()["best"]
     assert not broken & set(line["number"]) and line["number"][-1] == feasible[0]
+
+
+def test_the_best_trials_value_beside_its_selection_corrected_estimate(api: TestClient) -> None:
+    """The estimate is worked out over every completed trial's folds, not only the top ones
+    the answer lists: each fold's best among them, against the best trial's own."""
+    study_id = _fill(api)
+    completed = _completed(api, study_id)
+    folds = {}
+    for trial in completed:
+        detail = api.get(f"/studies/{study_id}/trials/{trial['number']}").json()
+        folds[trial["number"]] = {
+            f["fold"]: f["value"] for f in detail["folds"] if f["status"] == "completed"
+        }
+    best = min(completed, key=lambda t: (t["value"], t["number"]))["number"]
+    fold_best = [min(values[k] for values in folds.values()) for k in range(FOLDS)]
+    gaps = [folds[best][k] - fold_best[k] for k in range(FOLDS)]
+    body = api.get(f"/studies/{study_id}/insights/folds", params={"top": 2}).json()
+    selection = body["selection"]
+    assert selection["number"] == best == body["number"][0]
+    assert selection["trials"] == len(completed) > 2
+    assert selection["bias"] == pytest.approx(sum(gaps) / FOLDS) and selection["bias"] > 0
+    assert selection["corrected"] == pytest.approx(selection["value"] + selection["bias"])
+    assert selection["value"] == pytest.approx(body["value"][0])
+    assert selection["method"] == "tibshirani-2009"
+
+
+def test_a_study_with_no_completed_trial_has_no_selection_estimate(api: TestClient) -> None:
+    study_id = _fill(api)
+    with api.app.state.sessions.begin() as session:
+        for trial in _completed(api, study_id):
+            row = trial_repo.get_trial(session, study_id, trial["number"], with_folds=False)
+            row.status = TrialStatus.FAILED
+        study_repo.touch_study(session, study_id)
+    body = api.get(f"/studies/{study_id}/insights/folds").json()
+    assert body["number"] == [] and body["selection"] is None

@@ -12,6 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 from sqlalchemy.orm import Session
 
+from foldwise.pruners.selection import selection_estimate
 from foldwise.schemas import (
     BestSteps,
     Curves,
@@ -19,13 +20,14 @@ from foldwise.schemas import (
     ObjectiveName,
     ObjectivePoints,
     PrunedHistory,
+    SelectionEstimate,
     TopFolds,
 )
 from foldwise.service.api import plot_sampling
 from foldwise.service.api.deps import study_or_404
 from foldwise.service.api.read_cache import ReadsDep, conditional
 from foldwise.service.db import insights
-from foldwise.service.db.models import StudyRow
+from foldwise.service.db.models import StudyRow, TrialRow
 from foldwise.service.db.pareto import objective_points
 from foldwise.service.hardening.errors import documented
 from foldwise.service.hardening.input_rules import MAX_ID, StudyId, UtcDatetime, decimal_int
@@ -79,7 +81,8 @@ async def history(
 async def top_folds(
     study_id: StudyId, reads: ReadsDep, top: Annotated[decimal_int(1, 100), Query()] = 10
 ) -> Response:
-    """Each fold's value for the best ``top`` trials: how much the folds of a winner disagree."""
+    """Each fold's value for the best ``top`` trials: how much the folds of a winner disagree;
+    and the best trial's value beside its selection-corrected estimate."""
 
     def work(session: Session) -> TopFolds:
         study = study_or_404(session, study_id)
@@ -93,9 +96,28 @@ async def top_folds(
             value=[t.value for t, _ in rows],
             std_error=[t.std_error for t, _ in rows],
             fold_values=[[values.get(fold) for fold in range(k)] for _, values in rows],
+            selection=_selection(session, study, rows),
         )
 
     return await reads.study(study_id, work)
+
+
+def _selection(
+    session: Session, study: StudyRow, rows: list[tuple[TrialRow, dict[int, float]]]
+) -> SelectionEstimate | None:
+    """The best trial's estimate, when the study has one best trial with every fold's value."""
+    if study.spec.objectives or not rows or rows[0][0].feasible is False:
+        return None
+    best, values = rows[0]
+    k, maximize = study.spec.fold_count, study.spec.objective.maximize
+    bests, trials = insights.fold_bests(session, study.id, maximize=maximize)
+    if any(fold not in values or fold not in bests for fold in range(k)):
+        return None  # a completed trial missing a fold value: nothing to compare on
+    mine = [values[fold] for fold in range(k)]
+    estimate = selection_estimate(
+        mine, [bests[fold] for fold in range(k)], trials=trials, maximize=maximize
+    )
+    return SelectionEstimate(number=best.number, **vars(estimate))
 
 
 @router.get("/curves", **conditional(Curves))

@@ -142,7 +142,19 @@ function sliceTicks(param) {
 }
 
 /** The top trials: each fold's value as a coloured dot, the mean ± s.e. as a black bar. */
+/** The best trial's value beside what to expect of it on new data, under the fold plot. */
+function showSelection(selection) {
+  const note = document.getElementById("folds-selection");
+  note.hidden = !selection;
+  if (!selection) return;
+  const trials = `${selection.trials} trial${selection.trials === 1 ? "" : "s"}`;
+  note.textContent = `Best trial #${selection.number}: ${fmt(selection.value)} over its folds; expect `
+    + `${fmt(selection.corrected)} on new data (${fmt(selection.bias)} worse, for being the best of ${trials} `
+    + "on the same folds; Tibshirani & Tibshirani 2009).";
+}
+
 export function drawFolds(study, top) {
+  showSelection(top.selection);
   if (!top.number.length) return showEmpty("plot-folds", "No completed trials yet.");
   const x = top.number.map((n) => `#${n}`);
   const traces = [];
@@ -155,6 +167,12 @@ export function drawFolds(study, top) {
     error_y: { type: "data", array: top.std_error.map((s) => s ?? 0), thickness: 2, width: 8, color: "#1f2328" },
     marker: { symbol: "line-ew-open", size: 16, color: "#1f2328", line: { width: 2 } },
     hovertemplate: "trial %{x}: %{y:.4g}<extra>mean</extra>" });
+  const selection = top.selection;
+  if (selection && selection.number === top.number[0]) {
+    traces.push({ type: "scatter", mode: "markers", name: "expected on new data", x: [x[0]], y: [selection.corrected],
+      marker: { symbol: "diamond-open", size: 11, color: "#9a6700", line: { width: 2 } },
+      hovertemplate: `trial %{x}: %{y:.4g} expected on new data<extra>best of ${selection.trials}</extra>` });
+  }
   const layout = baseLayout({ xaxis: { title: { text: "trial (best first)" }, type: "category" },
     yaxis: { title: { text: study.spec.objective.metric } }, legend: { orientation: "h", y: -0.3 } });
   return draw("plot-folds", traces, layout);

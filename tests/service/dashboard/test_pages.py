@@ -132,6 +132,15 @@ def test_study_page_draws_every_plot_and_the_table(page, dashboard: Dashboard) -
     labels = page.locator("#plot-parcoords .annotation-text").all_text_contents()
     assert {"lr", "depth", "act", "val_loss"} <= set(labels)
     assert page.locator("#trials tbody tr").count() == TRIALS  # one page of 50
+    selection = _api(dashboard).get(f"/studies/{dashboard.study_id}/insights/folds").json()
+    selection = selection["selection"]
+    note = page.inner_text("#folds-selection")
+    assert f"Best trial #{selection['number']}" in note and "expect" in note
+    assert f"best of {selection['trials']} trials on the same folds" in note
+    marked = page.evaluate(
+        "document.getElementById('plot-folds').data.find(t => t.name === 'expected on new data').y"
+    )
+    assert marked == [selection["corrected"]]
 
 
 def test_trial_table_sorts_filters_and_pages(page, dashboard: Dashboard) -> None:
