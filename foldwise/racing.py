@@ -44,11 +44,13 @@ class Pruning(StrictModel):
     """Pruning inside a fold: stop a fold run whose learning curve is clearly worse than other
     trials' runs of the same fold at the same epoch; its trial is then ``pruned``."""
 
-    rule: Literal["off", "median", "asha"] = Field(
+    rule: Literal["off", "median", "asha", "curve"] = Field(
         "off",
         description="median: prune when the run's best value so far is worse than the median "
         "of the other runs at that epoch; asha: at rungs warmup_epochs x eta^k, only the top "
-        "1/eta of the runs that reached the rung go on",
+        "1/eta of the runs that reached the rung go on; curve: prune when even the most "
+        "optimistic of a few parametric curves fitted to the run's epochs (from its 4th on) "
+        "ends worse than the best finished run of the fold",
     )
     warmup_epochs: int = Field(
         2, ge=1, le=100_000, description="Epochs a fold run always trains before a decision"

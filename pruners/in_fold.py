@@ -1,5 +1,6 @@
 """Pruning inside a fold: is a fold run's curve clearly worse than the other trials' runs of the
-same fold at the same epoch?
+same fold at the same epoch (median, asha), or on course to end worse than the best of them
+(curve: ``curve_fit``)?
 
 The reference runs are the study's ended fold runs (read from the database when a study starts,
 then added as runs end), so a decision depends only on stored results. A run that ended early
@@ -15,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from foldwise.pruners.curve_fit import optimistic_final
 from foldwise.racing import Pruning
 
 
@@ -48,6 +50,10 @@ class FoldCurves:
                 found.append(curve.best[-1])
         return found
 
+    def finals(self, fold: int) -> list[float]:
+        """Each finished reference run's best loss at its end."""
+        return [curve.best[-1] for curve in self._runs.get(fold, ()) if curve.finished]
+
 
 def prune_verdict(
     pruning: Pruning, curves: FoldCurves, fold: int, values: Sequence[float], *, epochs: int
@@ -59,6 +65,8 @@ def prune_verdict(
         return None
     if pruning.rule == "asha" and not _is_rung(epoch, pruning.warmup_epochs, pruning.eta):
         return None
+    if pruning.rule == "curve":
+        return _curve_verdict(pruning, curves, fold, values, epochs=epochs)
     others = curves.at(fold, epoch)
     if len(others) < pruning.min_runs:
         return None
@@ -80,6 +88,29 @@ def prune_verdict(
     return (
         f"{where}: {shown:.4g} ranks {rank} of {len(others) + 1} runs of that fold at this "
         f"rung; the top {keep} go on (asha, eta {pruning.eta})"
+    )
+
+
+def _curve_verdict(
+    pruning: Pruning, curves: FoldCurves, fold: int, values: Sequence[float], *, epochs: int
+) -> str | None:
+    """The curve rule: stop the run when even the most optimistic extrapolation of its curve to
+    its last epoch (``curve_fit.optimistic_final``) ends worse than the best finished run of the
+    same fold."""
+    finals = curves.finals(fold)
+    if len(finals) < pruning.min_runs:
+        return None
+    losses = best_so_far(values, curves.sign)
+    bound = optimistic_final(losses, epochs)
+    target = min(finals)
+    if bound is None or not bound > target:
+        return None
+    sign = curves.sign
+    return (
+        f"fold {fold} at epoch {len(values)}: {sign * losses[-1]:.4g}, on course for no "
+        f"better than {sign * bound:.4g} at epoch {epochs}, against the best "
+        f"{sign * target:.4g} of {len(finals)} other trials' finished runs of that fold "
+        "(curve rule)"
     )
 
 

@@ -69,3 +69,46 @@ def test_asha_decides_at_rungs_only_and_keeps_the_top_third() -> None:
     assert prune_verdict(ASHA, curves, 0, [0.9, 0.9], epochs=27) is None  # not a rung
     assert prune_verdict(ASHA, curves, 0, [0.9, 0.9, 0.9], epochs=27) is not None
     assert prune_verdict(ASHA, curves, 0, [0.2, 0.2, 0.2], epochs=27) is None  # tie goes on
+
+
+CURVE = Pruning(rule="curve", warmup_epochs=2, min_runs=2)
+
+
+def _pow(level: float, scale: float, rate: float, epochs: int) -> list[float]:
+    return [level + scale * t**-rate for t in range(1, epochs + 1)]
+
+
+def test_curve_prunes_a_run_on_course_to_end_worse_than_the_folds_best() -> None:
+    curves = curves_of(_pow(0.10, 0.5, 0.8, 20), _pow(0.15, 0.5, 0.8, 20))
+    heading_high = _pow(0.40, 0.5, 0.8, 6)  # levels off near 0.40: far from 0.10
+    reason = prune_verdict(CURVE, curves, 0, heading_high, epochs=20)
+    assert reason == (
+        "fold 0 at epoch 6: 0.5192, on course for no better than 0.3498 at epoch 20, against "
+        "the best 0.1455 of 2 other trials' finished runs of that fold (curve rule)"
+    )
+    # now worse than both references, but falling fast enough to beat them by epoch 20
+    steep = _pow(0.05, 2.0, 0.9, 6)
+    assert steep[-1] > 0.3 and prune_verdict(CURVE, curves, 0, steep, epochs=20) is None
+
+
+def test_curve_waits_for_enough_epochs_and_finished_references() -> None:
+    curves = curves_of(_pow(0.10, 0.5, 0.8, 20))
+    curves.add(0, [0.05, 0.05], finished=False)  # pruned: it never ended
+    hopeless = _pow(0.40, 0.5, 0.8, 6)
+    assert prune_verdict(CURVE, curves, 0, hopeless, epochs=20) is None  # one finished run
+    curves.add(0, _pow(0.12, 0.5, 0.8, 20), finished=True)
+    assert prune_verdict(CURVE, curves, 0, hopeless[:3], epochs=20) is None  # 3 epochs: too few
+    assert prune_verdict(CURVE, curves, 0, hopeless, epochs=20) is not None
+    assert prune_verdict(CURVE, curves, 1, hopeless, epochs=20) is None  # another fold
+
+
+def test_curve_on_a_maximised_metric() -> None:
+    accuracy = [[0.90 - 0.4 * t**-0.8 for t in range(1, 21)] for _ in range(2)]
+    curves = curves_of(*accuracy, maximize=True)
+    low = [0.55 - 0.4 * t**-0.8 for t in range(1, 7)]
+    reason = prune_verdict(CURVE, curves, 0, low, epochs=20)
+    assert (
+        reason is not None
+        and "no better than 0.5902 at epoch 20, against the best 0.8636" in reason
+    )
+    assert prune_verdict(CURVE, curves, 0, accuracy[0][:6], epochs=20) is None
