@@ -10,6 +10,13 @@ best (every reported best is a completed trial: its value is a full-CV value), i
 difference to full CV with a one-sided Wilcoxon p-value (is the mode worse?), the share of
 trials pruned and the fold-slot utilisation.
 
+The optimizers ``optuna_tpe`` and ``optuna_gp`` run Optuna over the same folds instead
+(``benchmarks/racing_optuna.py``, after ``make bench-peers``), in the modes ``off`` and
+``wilcoxon`` (its ``WilcoxonPruner``), each paired with its own full CV:
+
+    .venv/bin/python -m benchmarks.racing --tasks digits --optimizers gp,optuna_tpe \\
+        --modes off,racing,wilcoxon
+
     .venv/bin/python -m benchmarks.racing --seeds 10                      # the table in docs
     .venv/bin/python -m benchmarks.racing --tasks digits --seeds 3 --trials 8   # a smoke run
     .venv/bin/python -m benchmarks.racing --modes off,racing:ttest,pruning:asha:eta=2
@@ -42,6 +49,7 @@ import numpy as np
 from scipy import stats
 from sqlalchemy import func, select
 
+from benchmarks.racing_optuna import OPTUNA_MODES, OPTUNA_OPTIMIZERS, run_optuna_study
 from foldwise.optimizers.pareto import hypervolume
 from foldwise.schemas import FoldStatus, TrialStatus
 from foldwise.service.db import studies as study_repo
@@ -284,15 +292,21 @@ async def run_all(args: argparse.Namespace) -> list[Run]:
                 await _warm_up(executor, db, task, args)
                 for seed in range(args.first_seed, args.first_seed + args.seeds):
                     for optimizer in args.optimizers:
-                        for mode in args.modes:  # side by side: machine noise hits all
-                            document = study_document(task, optimizer, seed, mode, args)
-                            run = await run_study(
-                                executor,
-                                db,
-                                document,
-                                (task, optimizer, mode, seed),
-                                args.pareto,
-                            )
+                        for mode in _modes_of(optimizer, args.modes):  # side by side
+                            if optimizer in OPTUNA_OPTIMIZERS:
+                                document = study_document(task, "random", seed, "off", args)
+                                spec = StudySpec.model_validate(document)
+                                fields = run_optuna_study(spec, optimizer, mode, seed)
+                                run = Run(task, optimizer, mode, seed, **fields)
+                            else:
+                                document = study_document(task, optimizer, seed, mode, args)
+                                run = await run_study(
+                                    executor,
+                                    db,
+                                    document,
+                                    (task, optimizer, mode, seed),
+                                    args.pareto,
+                                )
                             runs.append(run)
                             if args.save:  # after every run: a long benchmark can be cut short
                                 Path(args.save).write_text(json.dumps([asdict(r) for r in runs]))
@@ -306,6 +320,14 @@ async def run_all(args: argparse.Namespace) -> list[Run]:
             db.engine.dispose()
             await executor.shutdown()
     return runs
+
+
+def _modes_of(optimizer: str, modes: list[str]) -> list[str]:
+    """The modes an optimizer runs: Optuna's only its own (off, wilcoxon), foldwise's the
+    others."""
+    if optimizer in OPTUNA_OPTIMIZERS:
+        return [mode for mode in modes if mode in OPTUNA_MODES]
+    return [mode for mode in modes if mode not in OPTUNA_MODES or mode == "off"]
 
 
 async def _warm_up(
@@ -360,8 +382,12 @@ def _cells(mine: list[Run], base: dict[int, Run]) -> list[str]:
         _mean_se([r.best for r in mine], 4),
         f"{_mean_se(gaps, 4)} (p {p_value:.2f})",
         f"{100 * sum(r.pruned for r in mine) / sum(r.trials for r in mine):.0f}%",
-        f"{100 * statistics.fmean(r.utilisation for r in mine):.0f}%",
+        _share(statistics.fmean(r.utilisation for r in mine)),
     ]
+
+
+def _share(value: float) -> str:
+    return "-" if math.isnan(value) else f"{100 * value:.0f}%"
 
 
 HEADER = [
@@ -458,6 +484,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if not any(a.startswith("--modes") for a in given):
             args.modes = ["off", "racing"]  # pruning follows one curve: not for these studies
     for mode in args.modes:
+        if mode in OPTUNA_MODES and mode != "off":
+            continue  # Optuna's own: racing_optuna
         try:
             sections = parse_mode(mode)
         except ValueError as exc:

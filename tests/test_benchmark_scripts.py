@@ -54,9 +54,9 @@ SMOKE_RUNS = {
         "| seed | CV-best val_loss ± s.e. | selection-corrected |",
     ),
     "racing": (
-        ["--tasks", "digits", "--seeds", "1", "--trials", "4", "--modes", "off,racing"]
-        + ["--optimizers", "random"],
-        "| random | racing |",
+        ["--tasks", "digits", "--seeds", "1", "--trials", "4", "--modes", "off,racing,wilcoxon"]
+        + ["--optimizers", "random,optuna_tpe"],
+        "| optuna_tpe | wilcoxon |",
     ),
     "api_load": (
         ["--backends", "sqlite", "--clients", "5", "--seconds", "2", "--quiet", "1"]

@@ -10,6 +10,7 @@ import pytest
 from benchmarks.racing import (
     Run,
     _front_hypervolume,
+    _modes_of,
     main,
     parse_args,
     parse_mode,
@@ -107,3 +108,13 @@ def test_pareto_runs_race_but_never_prune_inside_a_fold() -> None:
         parse_args(["--pareto", "2.5,200000", "--modes", "off,pruning"])
     with pytest.raises(SystemExit):
         parse_args(["--pareto", "2.5"])
+
+
+def test_optuna_runs_its_own_modes_and_foldwise_its_own() -> None:
+    modes = ["off", "racing", "wilcoxon", "pruning:curve"]
+    assert _modes_of("optuna_tpe", modes) == ["off", "wilcoxon"]
+    assert _modes_of("gp", modes) == ["off", "racing", "pruning:curve"]
+    args = parse_args(["--optimizers", "gp,optuna_gp", "--modes", "off,wilcoxon"])
+    assert args.modes == ["off", "wilcoxon"]  # Optuna's mode is not a foldwise spec's
+    with pytest.raises(SystemExit):
+        parse_args(["--modes", "off,wilcoxn"])
