@@ -162,9 +162,9 @@ class Parallel(StrictModel):
         1,
         ge=1,
         le=1024,
-        description="N_G: the study keeps N_G x folds fold slots; a new trial starts whenever "
-        "the trials in flight leave a slot with no fold to run (so with racing, which holds "
-        "trials to their first folds, more than N_G run at once)",
+        description="N_G: trials in flight at once, and the study's N_G x folds fold slots; "
+        "with racing, which holds trials to their first folds, more trials start whenever "
+        "the slots would wait",
     )
     folds: int = Field(5, ge=2, le=100, description="K: cross-validation folds per trial")
     workers_per_fold: int = Field(1, ge=1, le=1024, description="N_W: DDP ranks per fold run")

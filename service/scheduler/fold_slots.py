@@ -4,10 +4,10 @@ free slot, and why ready folds wait.
 The study has ``slots`` fold slots (``trial_groups x folds``, at most what the cluster holds at
 once); a free slot goes to the next fold of a trial in flight that may start (with racing,
 folds run in waves: ``trial_progress.folds_to_start``), as far as the cluster's share among the
-running studies allows. When the trials in flight have fewer folds ready than slots are free,
-``trials_wanted`` says how many new trials fill the rest with their first folds: with racing
-that is more than ``trial_groups`` trials at once, so the slots do not wait while every trial
-runs its first wave. When fold runs cannot start or are not placed, ``waiting`` says why in
+running studies allows. ``trials_wanted`` says how many trials to start: ``trial_groups`` in
+flight, and with racing, while the trials in flight have fewer folds ready than slots are
+free, more, whose first folds take the rest, so the slots do not wait while every trial runs
+its first wave. When fold runs cannot start or are not placed, ``waiting`` says why in
 words, which the study's answer carries.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from foldwise.service.admission.cluster_fit import fold_capacity
 from foldwise.service.executor.contract import Executor
@@ -142,16 +142,19 @@ class FoldSlots:
         )
         return slots if fits is None else max(1, min(slots, fits))
 
-    def trials_wanted(self, spec: StudySpec, trials: Iterable[TrialProgress]) -> int:
-        """New trials the free slots could take now: none while the trials in flight have a
-        fold ready for each, else as many as fill the rest with their first folds (``min_folds``
-        of them under racing, every fold without)."""
+    def trials_wanted(self, spec: StudySpec, trials: Collection[TrialProgress]) -> int:
+        """New trials to start now: up to ``trial_groups`` in flight; and under racing, while
+        the trials in flight have fewer folds ready than slots are free, as many more as fill
+        the rest with their first ``min_folds`` folds. Without racing every trial runs all its
+        folds at once, so ``trial_groups`` trials fill the slots."""
+        groups = spec.parallel.trial_groups - len(trials)
+        wave = _wave(spec)
+        if wave is None:
+            return max(0, groups)
         free = self.slots - len(self.folds)
-        ready = len(
-            folds_to_start(trials, folds=spec.fold_count, min_folds=_wave(spec), free=free)
-        )
-        first_wave = _wave(spec) or spec.fold_count
-        return max(0, -(-(free - ready) // min(first_wave, spec.fold_count)))
+        ready = len(folds_to_start(trials, folds=spec.fold_count, min_folds=wave, free=free))
+        fill = -(-(free - ready) // min(wave, spec.fold_count))
+        return max(0, groups, fill)
 
     async def start(self, context: StudyContext, trials: Iterable[TrialProgress]) -> None:
         """Give free slots to the folds of ``trials`` that may start, oldest trial first, as

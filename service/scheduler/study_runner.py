@@ -1,9 +1,9 @@
 """One study's loop: its trials in flight, their folds in the study's fold slots, racing.
 
 The unit of work is the fold run. Each turn of the loop takes in the folds that ended (their
-verdicts: ``trial_verdicts``), creates trials whenever the trials in flight have fewer folds
-ready than fold slots are free and the budget allows (about N_G trials without racing; more
-while racing holds trials to their first folds), and gives free fold slots to the folds that
+verdicts: ``trial_verdicts``), creates trials up to N_G in flight and, while racing holds
+trials to their first folds, more, whose first folds take the slots left free (as the budget
+allows), and gives free fold slots to the folds that
 may start (``fold_slots``); a trial found clearly worse by the racing rule is stored as
 ``pruned`` and its other folds are stopped, which frees their slots for other trials.
 

@@ -59,25 +59,28 @@ def _slots(slots: int, running: int, racing: str = "off", min_folds: int = 1):
     ("racing", "min_folds", "trials", "running", "wanted"),
     [
         ("off", 1, [], 0, 2),  # an empty study: N_G trials fill N_G x K slots
-        ("off", 1, [trial(0), trial(1)], 0, 0),  # their folds fill every slot
-        # a trial's last fold runs, four slots are free and nothing waits: one new trial
+        ("off", 1, [trial(0)], 5, 1),  # without racing: N_G trials in flight
+        ("off", 1, [trial(0), trial(1)], 0, 0),
+        # a trial's last fold runs and four slots are free: still N_G trials, as full CV has it
         (
             "off",
             1,
             [trial(0, done=(0, 1, 2, 3), running=(4,)), trial(1, running=(0, 1, 2, 3, 4))],
             6,
-            1,
+            0,
         ),
         ("forgiving", 1, [], 0, 10),  # racing, one fold first: ten trials for ten slots
         ("forgiving", 1, [trial(0, running=(0,)), trial(1, running=(0,))], 2, 8),
         ("posterior", 2, [trial(0, running=(0, 1))], 2, 4),  # two folds first: four more
         ("posterior", 2, [trial(0, running=(0,))], 2, 4),  # 8 free, one fold of it waits: 7/2
         # a trial that passed its first wave has its last three folds waiting: they go first
-        ("forgiving", 1, [trial(0, done=(0,), running=(1,))], 6, 1),
-        ("forgiving", 1, [trial(0, done=(0,), running=(1,))], 8, 0),
+        ("forgiving", 1, [trial(0, done=(0,), running=(1,)), trial(1, running=(0,))], 5, 2),
+        ("forgiving", 1, [trial(0, done=(0,), running=(1,)), trial(1, running=(0,))], 7, 0),
+        # fewer than N_G in flight: up to N_G, though their folds wait for slots
+        ("forgiving", 1, [trial(0, done=(0,), running=(1, 2, 3, 4))], 10, 1),
     ],
 )
-def test_new_trials_start_when_the_trials_in_flight_leave_slots_with_no_fold_to_run(
+def test_n_g_trials_in_flight_and_with_racing_more_for_the_slots_their_first_folds_leave(
     racing: str, min_folds: int, trials: list[TrialProgress], running: int, wanted: int
 ) -> None:
     spec, fold_slots = _slots(10, running, racing, min_folds)
