@@ -141,8 +141,7 @@ function sliceTicks(param) {
   return { tickvals, ticktext: tickvals.map((v) => fmt(v, 2)) };
 }
 
-/** The top trials: each fold's value as a coloured dot, the mean ± s.e. as a black bar. */
-/** The best trial's value beside what to expect of it on new data, under the fold plot. */
+/** The best trial's value beside what to expect of it on new data, above the fold plot. */
 function showSelection(selection) {
   const note = document.getElementById("folds-selection");
   note.hidden = !selection;
@@ -153,6 +152,8 @@ function showSelection(selection) {
     + "on the same folds; Tibshirani & Tibshirani 2009).";
 }
 
+/** The top trials: each fold's value as a coloured dot, the mean ± s.e. as a black bar, and
+ * the best trial's selection-corrected estimate as a hollow diamond. */
 export function drawFolds(study, top) {
   showSelection(top.selection);
   if (!top.number.length) return showEmpty("plot-folds", "No completed trials yet.");
