@@ -155,8 +155,8 @@ class StudyRunner:
     async def _fill(
         self, spec: StudySpec, optimizer: BaseOptimizer, verdicts: TrialVerdicts
     ) -> int:
-        """Create the trials the free fold slots can take (``FoldSlots.trials_wanted``),
-        within the budget."""
+        """Create trials up to N_G in flight and, under racing, those the free fold slots can
+        take besides (``FoldSlots.trials_wanted``), within the budget."""
         trials = verdicts.trials
         room = spec.budget.trials - verdicts.total
         wanted = min(self.fold_slots.trials_wanted(spec, trials.values()), room)
