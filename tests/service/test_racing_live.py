@@ -23,7 +23,7 @@ def service(shared_service: LiveService) -> LiveService:
 
 
 def ok_or_flat(**overrides) -> dict:
-    """Trials one at a time, each either learning (ok) or stuck at log 3 (flat)."""
+    """One trial group, each trial either learning (ok) or stuck at log 3 (flat)."""
     spec = tiny_task_spec(
         ["ok", "flat"],
         optimizer={"name": "random", "seed": 0},
@@ -47,15 +47,20 @@ def test_racing_cancels_the_remaining_folds_of_a_clearly_worse_trial(service) ->
     first_ok = min(t.number for t in trials if t.params["mode"] == "ok")
     late_flats = [t for t in trials if t.params["mode"] == "flat" and t.number > first_ok]
     assert late_flats, "seed 0 should draw a flat trial after an ok one"
+    # racing runs more trials' first folds at once than trial_groups (to keep the slots busy):
+    # a flat trial is pruned once an ok one has completed, after however many of its folds had
+    # ended by then; one whose folds all ended before that completes
     pruned = [t for t in trials if t.status is TrialStatus.PRUNED]
-    assert pruned == late_flats and study.data.progress.pruned == len(pruned)
+    assert pruned and study.data.progress.pruned == len(pruned)
+    assert all(t.params["mode"] == "flat" for t in pruned)
     for trial in pruned:
-        assert trial.value_folds == 1 and trial.value is not None
-        assert trial.pruned_reason.startswith(f"after 1 of {FOLDS} folds: 1.09")
+        assert 1 <= trial.value_folds < FOLDS and trial.value is not None
+        assert trial.pruned_reason.startswith(f"after {trial.value_folds} of {FOLDS} folds: 1.09")
         assert "on the same folds" in trial.pruned_reason and trial.error is None
         ran = {f.fold: f for f in trial.folds}
         done = [f for f in trial.folds if f.status is FoldStatus.COMPLETED]
-        assert len(done) == 1 and trial.value == pytest.approx(done[0].value)
+        assert len(done) == trial.value_folds
+        assert trial.value == pytest.approx(sum(f.value for f in done) / len(done))
         # the other folds were never started or were stopped: never run to the end
         assert all(f.status is FoldStatus.CANCELLED for f in ran.values() if f not in done)
     for trial in trials:
