@@ -64,14 +64,13 @@ def run_optuna_study(spec: StudySpec, optimizer: str, mode: str, seed: int) -> d
 
     study.optimize(objective, spec.budget.trials)
     states = [t.state for t in study.trials]
-    sign = -1.0 if spec.objective.maximize else 1.0
     return {
         "wall": time.time() - started,
         "utilisation": math.nan,
         "fold_epochs": len(epoch_ends),
         "trials": len(states),
         "pruned": sum(s == optuna.trial.TrialState.PRUNED for s in states),
-        "best": min((sign * v for _t, v in completed), default=math.nan) * sign,
+        "best": min((v for _t, v in completed), default=math.nan),  # as racing.run_study
         "fold_runs": 0,
         "folds": folds,
         "completed": completed,
