@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from foldwise.optimizers.base import BaseOptimizer, check_count
 from foldwise.optimizers.encoding import SpaceEncoding
 from foldwise.optimizers.sampling import sample_unique
@@ -21,5 +23,16 @@ class RandomOptimizer(BaseOptimizer):
         self.encoding = SpaceEncoding(self.space)
 
     def suggest(self, count: int) -> list[dict[str, Any]]:
+        """The study's next ``count`` configurations: the n-th trial's is drawn from a generator
+        seeded by the seed and n alone, so the sequence is the same whatever the trials
+        scored, however many are asked for at once and whichever were pruned (as one seeded
+        stream is in Optuna's RandomSampler), and a rule that prunes trials is compared with
+        full CV on the same configurations."""
         count = check_count(count)
-        return sample_unique(self.encoding, count, self.rng(), self.seen_keys())
+        seen = self.seen_keys()
+        first = self.started
+        chosen: list[dict[str, Any]] = []
+        for number in range(first, first + count):
+            rng = np.random.default_rng([self.seed % 2**63, number])
+            chosen += sample_unique(self.encoding, 1, rng, seen)
+        return chosen

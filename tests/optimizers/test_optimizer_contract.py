@@ -243,3 +243,23 @@ def test_a_region_of_pruned_trials_with_good_partial_means_is_not_avoided(learne
             )
         )
     assert sum(o.pruned for o in history[20:]) >= 12  # failed there instead: 2 of 20
+
+
+def test_random_search_draws_the_same_configurations_whatever_they_scored() -> None:
+    """The n-th trial's configuration depends on the seed and n only: two studies whose trials
+    scored differently, asked one or three at a time, run the same configurations."""
+
+    def sequence(score, batch: int) -> list[dict]:
+        optimizer = create_optimizer("random", CONDITIONAL, seed=5)
+        drawn: list[dict] = []
+        while len(drawn) < 9:
+            batch_drawn = optimizer.suggest(batch)
+            drawn += batch_drawn
+            observations = [Observation(params=p, value=score(p)) for p in drawn]
+            optimizer.update(observations, [])
+        return drawn
+
+    one = sequence(lambda _p: 1.0, 1)
+    assert sequence(conditional_loss, 3) == one
+    assert len({config_key(p) for p in one}) == 9
+    assert create_optimizer("random", CONDITIONAL, seed=6).suggest(1) != one[:1]
