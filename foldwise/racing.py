@@ -14,28 +14,38 @@ class Racing(StrictModel):
     """Racing across folds: a trial's folds run in waves, and once it is clearly worse than the
     incumbent on the same folds its remaining folds are cancelled (the trial is ``pruned``)."""
 
-    rule: Literal["off", "forgiving", "ttest", "posterior"] = Field(
+    rule: Literal["off", "forgiving", "ttest", "posterior", "model"] = Field(
         "forgiving",
         description="forgiving (the default): prune when the trial is worse than the incumbent "
         "on the same folds by more than the incumbent's worst fold lies from its mean; "
         "ttest: prune when a one-sided paired t-test on those folds says it is worse at "
         "level `alpha`; posterior: prune when the probability that the trial's mean over all "
         "its folds beats the incumbent's is below `alpha` (the paired fold differences as "
-        "normal draws, the folds to come from their posterior predictive); off: every fold "
-        "runs",
+        "normal draws, the folds to come from their posterior predictive); model: the same "
+        "probability from the study's fold model (each fold's offset and the trial-by-fold "
+        "noise learnt from all its trials, so one fold can be judged; one objective only); "
+        "off: every fold runs",
     )
     min_folds: int | None = Field(
         None,
         ge=1,
         le=99,
         description="Folds every trial finishes before it can be pruned, below its folds: "
-        "by default 1 (forgiving) or 2 (ttest, posterior)",
+        "by default 1 (forgiving, model) or 2 (ttest, posterior)",
+    )
+    stepwise: bool | None = Field(
+        None,
+        description="Once past its first min_folds, a trial behind the incumbent (below even "
+        "odds to beat it by the model rule; worse on the folds both ran by the others) runs "
+        "one more fold at a time, so that racing can stop it after each, and the slots it "
+        "would have taken go to other trials; off: it runs all its other folds at once. By "
+        "default on with the model rule, off with the others; one objective only",
     )
     alpha: float = Field(
         0.1,
         gt=0,
         lt=1,
-        description="ttest: the p-value below which a trial is pruned; posterior: the "
+        description="ttest: the p-value below which a trial is pruned; posterior, model: the "
         "probability of beating the incumbent below which it is",
     )
 

@@ -585,7 +585,10 @@ class StudySpec(StrictModel):
         racing, folds = self.racing, self.fold_count
         if racing.min_folds is None:
             racing.min_folds = 2 if racing.rule in ("ttest", "posterior") else 1
+        if racing.stepwise is None:
+            racing.stepwise = racing.rule == "model"
         if racing.rule == "off":
+            racing.stepwise = False
             return self
         if racing.min_folds >= folds:
             message = (
@@ -593,6 +596,18 @@ class StudySpec(StrictModel):
                 f"{racing.min_folds} every fold runs before a trial could be pruned"
             )
             raise _spec_error(("racing", "min_folds"), message, racing.min_folds)
+        if racing.rule == "model" and self.scored_metrics:
+            message = (
+                "the model rule races one objective: a study scored on several metrics races "
+                "by dominance with the forgiving, ttest or posterior rule"
+            )
+            raise _spec_error(("racing", "rule"), message, racing.rule)
+        if racing.stepwise and self.scored_metrics:
+            message = (
+                "racing.stepwise races one objective: a study scored on several metrics runs "
+                "a trial's other folds at once"
+            )
+            raise _spec_error(("racing", "stepwise"), message, racing.stepwise)
         if racing.rule in ("ttest", "posterior") and racing.min_folds < 2:
             test = "the paired t-test" if racing.rule == "ttest" else "the posterior rule"
             message = (

@@ -20,6 +20,11 @@ restarted scheduler reaches the same one.
   never above the t-test's p on the same folds, and the further below it the fewer folds are
   left to change the mean (at 4 of 5 folds a trial clearly behind cannot catch up): at any
   ``alpha`` below 0.5 it prunes no later than the t-test.
+- ``model`` asks the same question of the study's fold model (:mod:`pruners.fold_model`):
+  each fold's offset and the trial-by-fold noise are learnt from every trial of the study, not
+  from the differences with the incumbent alone, so one fold is enough to judge by, a hard fold
+  is not held against the trial that drew it, and the incumbent's own fold noise is not
+  counted twice. Until the study has a pool to learn from, nothing is pruned.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from dataclasses import dataclass
 
 from scipy import stats
 
+from foldwise.pruners.fold_model import FoldModel
 from foldwise.racing import Racing
 
 
@@ -49,14 +55,20 @@ def race_verdict(
     *,
     folds: int,
     maximize: bool,
+    model: FoldModel | None = None,
 ) -> str | None:
     """Why the trial whose finished folds have ``values`` should be pruned, or None to go on.
 
     No verdict before ``racing.min_folds`` folds, once every fold has run, or without an
-    incumbent that ran the same folds.
+    incumbent that ran the same folds; the ``model`` rule also none without the study's fold
+    ``model`` (fitted in the same direction: losses, the values negated when maximizing).
     """
     if racing.rule == "off" or incumbent is None:
         return None
+    if racing.rule == "model":
+        return _model_verdict(
+            racing, values, incumbent, folds=folds, maximize=maximize, model=model
+        )
     shared = sorted(k for k in values if k in incumbent.values)
     if len(shared) < (racing.min_folds or 1) or len(values) >= folds:
         return None
@@ -86,6 +98,65 @@ def race_verdict(
         f"after {len(shared)} of {folds} folds: {_mean_and_error([sign * v for v in mine])} "
         f"vs incumbent (trial {incumbent.number}) "
         f"{statistics.fmean(sign * v for v in theirs):.4g} on the same folds, {test}"
+    )
+
+
+def behind(
+    racing: Racing,
+    values: Mapping[int, float],
+    incumbent: Incumbent | None,
+    *,
+    folds: int,
+    maximize: bool,
+    model: FoldModel | None = None,
+) -> bool:
+    """Whether the trial whose finished folds have ``values`` is behind the incumbent: the
+    fold model gives it less than even odds to beat it over all folds (``model`` rule), or its
+    mean on the folds both ran is worse (the other rules). Not behind without an incumbent
+    that ran every fold, without the fold model (``model`` rule) or before any fold."""
+    if incumbent is None or len(incumbent.values) < folds or not values:
+        return False
+    sign = -1.0 if maximize else 1.0
+    if racing.rule == "model":
+        if model is None:
+            return False
+        losses = {k: sign * v for k, v in values.items()}
+        target = statistics.fmean(sign * v for v in incumbent.values.values())
+        return model.chance_below(losses, target, folds) < 0.5
+    shared = [k for k in values if k in incumbent.values]
+    if not shared:
+        return False
+    gap = statistics.fmean(sign * (values[k] - incumbent.values[k]) for k in shared)
+    return gap > 0
+
+
+def _model_verdict(
+    racing: Racing,
+    values: Mapping[int, float],
+    incumbent: Incumbent,
+    *,
+    folds: int,
+    maximize: bool,
+    model: FoldModel | None,
+) -> str | None:
+    """The ``model`` rule: prune when the fold model gives the trial a probability below
+    ``alpha`` that its mean over all folds beats the incumbent's."""
+    if model is None or len(incumbent.values) < folds:
+        return None
+    if len(values) < (racing.min_folds or 1) or len(values) >= folds:
+        return None
+    sign = -1.0 if maximize else 1.0
+    losses = {k: sign * v for k, v in values.items()}
+    target = statistics.fmean(sign * v for v in incumbent.values.values())
+    chance = model.chance_below(losses, target, folds)
+    if not chance < racing.alpha:
+        return None
+    centre, scale, _dof = model.predict_mean(losses, folds)
+    return (
+        f"after {len(values)} of {folds} folds: {_mean_and_error(list(values.values()))}, "
+        f"expected {sign * centre:.4g} ± {scale:.2g} over all {folds} folds vs incumbent "
+        f"(trial {incumbent.number}) {sign * target:.4g}, probability {chance:.2g} < "
+        f"{racing.alpha:g} to beat it (fold model of {model.trials} trials)"
     )
 
 

@@ -234,6 +234,25 @@ def completed_fold_values(session: Session, trial_id: int) -> dict[int, float]:
     return {fold: value for fold, value in session.execute(query)}
 
 
+def finished_trials_fold_values(session: Session, study_id: int) -> dict[int, dict[int, float]]:
+    """The completed folds' values of each of the study's completed and pruned trials, by
+    trial id: what the study's fold model is fitted to (one query)."""
+    query = (
+        select(FoldRunRow.trial_id, FoldRunRow.fold, FoldRunRow.value)
+        .join(TrialRow, TrialRow.id == FoldRunRow.trial_id)
+        .where(
+            TrialRow.study_id == study_id,
+            TrialRow.status.in_((TrialStatus.COMPLETED, TrialStatus.PRUNED)),
+            FoldRunRow.status == FoldStatus.COMPLETED,
+            FoldRunRow.value.is_not(None),
+        )
+    )
+    table: dict[int, dict[int, float]] = {}
+    for trial_id, fold, value in session.execute(query):
+        table.setdefault(trial_id, {})[fold] = value
+    return table
+
+
 def completed_fold_metrics(session: Session, trial_id: int) -> dict[int, dict[str, float]]:
     """The scored metrics (``FoldRunRow.metric_values``) of each fold of a trial that already
     has a completed attempt, where it has them."""

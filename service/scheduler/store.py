@@ -315,6 +315,9 @@ class SchedulerStore:
     async def completed_fold_values(self, trial_id: int) -> dict[int, float]:
         return await self._db.read(lambda s: fold_repo.completed_fold_values(s, trial_id))
 
+    async def finished_trials_fold_values(self, study_id: int) -> dict[int, dict[int, float]]:
+        return await self._db.read(lambda s: fold_repo.finished_trials_fold_values(s, study_id))
+
     async def completed_fold_metrics(self, trial_id: int) -> dict[int, dict[str, float]]:
         return await self._db.read(lambda s: fold_repo.completed_fold_metrics(s, trial_id))
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from foldwise.optimizers.base import Observation
 from foldwise.pruners.dominance import FrontMember, dominance_verdict
+from foldwise.pruners.fold_model import FoldModel, fit_fold_model
 from foldwise.pruners.fold_statistics import (
     aggregate,
     front_spread,
@@ -28,7 +29,7 @@ from foldwise.pruners.fold_statistics import (
     scored_fields,
 )
 from foldwise.pruners.in_fold import FoldCurves
-from foldwise.pruners.racing import Incumbent, race_verdict
+from foldwise.pruners.racing import Incumbent, behind, race_verdict
 from foldwise.schemas import FoldStatus, TrialStatus
 from foldwise.service.scheduler.fold_task import FoldOutcome
 from foldwise.service.scheduler.store import FoldEnd, SchedulerStore, TrialHandle, without_fold
@@ -70,6 +71,12 @@ class TrialVerdicts:
         """Trials the study has in all, finished or not (what its budget counts)."""
         self.recent_errors: deque[str | None] = deque(maxlen=spec.budget.max_consecutive_failures)
         """The errors of the last finished trials (None: it did not fail), fold aside."""
+        self.finished_folds: dict[int, dict[int, float]] = {}
+        """The ``model`` racing rule: the completed folds' values of each completed or pruned
+        trial, by id, which with the trials in flight the study's fold model is fitted to."""
+        self._model: tuple[int, FoldModel | None] | None = None
+        """The fold model last fitted and the ``_table_version`` it was fitted at."""
+        self._table_version = 0
         self._fold_ends: list[FoldEnd] = []
         """The ends of the folds taken in and not written yet: the next verdict writes them in
         its transaction, before the trial's end, else ``write_fold_ends`` after the folds
@@ -82,6 +89,21 @@ class TrialVerdicts:
         self.history, self.total = await self.store.history(self.study_id, self.spec.constraints)
         count = self.spec.budget.max_consecutive_failures
         self.recent_errors.extend(await self.store.recent_errors(self.study_id, count))
+        if self.spec.racing.rule == "model":
+            self.finished_folds = await self.store.finished_trials_fold_values(self.study_id)
+            self._table_version += 1
+
+    def fold_model(self) -> FoldModel | None:
+        """The study's fold model (losses) fitted to every completed fold of its completed,
+        pruned and running trials; refitted only when a fold value came or went."""
+        if self._model is not None and self._model[0] == self._table_version:
+            return self._model[1]
+        sign = -1.0 if self.spec.objective.maximize else 1.0
+        table = {**self.finished_folds, **{i: t.values for i, t in self.trials.items()}}
+        losses = {i: {k: sign * v for k, v in row.items()} for i, row in table.items()}
+        model = fit_fold_model(losses)
+        self._model = (self._table_version, model)
+        return model
 
     def repeated_failure(self) -> str | None:
         """The error the last ``max_consecutive_failures`` finished trials all failed with,
@@ -108,6 +130,7 @@ class TrialVerdicts:
         """Take up a trial a previous run of the study left unfinished, judged again on the
         folds it finished."""
         trial = TrialProgress(handle, await self.store.completed_fold_values(handle.id))
+        self._table_version += 1
         if self.spec.scored_metrics:
             trial.metrics = await self.store.completed_fold_metrics(handle.id)
         self.trials[handle.id] = trial
@@ -156,6 +179,7 @@ class TrialVerdicts:
             return
         if status is FoldStatus.COMPLETED and outcome.value is not None:
             trial.values[outcome.fold] = outcome.value
+            self._table_version += 1
             if outcome.metrics is not None:
                 trial.metrics[outcome.fold] = outcome.metrics
             await self.judge(trial)
@@ -192,13 +216,11 @@ class TrialVerdicts:
         if spec.scored_metrics:
             reason = dominance_verdict(spec, trial.metrics, self.front)
         else:
-            reason = race_verdict(
-                spec.racing,
-                trial.values,
-                self.incumbent,
-                folds=folds,
-                maximize=spec.objective.maximize,
-            )
+            model = self.fold_model() if spec.racing.rule == "model" else None
+            question = {"folds": folds, "maximize": spec.objective.maximize, "model": model}
+            reason = race_verdict(spec.racing, trial.values, self.incumbent, **question)
+            if reason is None and spec.racing.stepwise:
+                trial.stepping = behind(spec.racing, trial.values, self.incumbent, **question)
         if reason is not None:
             await self._prune(trial, reason)
 
@@ -250,6 +272,10 @@ class TrialVerdicts:
             **fields,
         )
         del self.trials[trial.handle.id]
+        if self.spec.racing.rule == "model":
+            if status in (TrialStatus.COMPLETED, TrialStatus.PRUNED) and trial.values:
+                self.finished_folds[trial.handle.id] = dict(trial.values)
+            self._table_version += 1
         if observation is not None:
             self.history.append(observation)
             failed = status is TrialStatus.FAILED

@@ -395,7 +395,12 @@ def test_minimal_spec_resolves_every_default():
         "log": False,
     }
     assert resolved["early_stopping"] is None and resolved["description"] is None
-    assert resolved["racing"] == {"rule": "forgiving", "min_folds": 1, "alpha": 0.1}
+    assert resolved["racing"] == {
+        "rule": "forgiving",
+        "min_folds": 1,
+        "stepwise": False,
+        "alpha": 0.1,
+    }
     assert resolved["pruning"] == {"rule": "off", "warmup_epochs": 2, "min_runs": 4, "eta": 3}
 
 
@@ -439,6 +444,19 @@ def test_racing_decides_after_one_fold_or_two_for_the_t_test(doc):
     assert StudySpec.model_validate(doc).racing.min_folds == 2
     doc["racing"] = {"rule": "posterior"}
     assert StudySpec.model_validate(doc).racing.min_folds == 2
+    doc["racing"] = {"rule": "model"}
+    assert StudySpec.model_validate(doc).racing.min_folds == 1
+    assert StudySpec.model_validate(doc).racing.stepwise is True
+    doc["racing"] = {"rule": "forgiving", "stepwise": True}
+    assert StudySpec.model_validate(doc).racing.stepwise is True
+
+
+def test_the_model_rule_races_one_objective_only(doc):
+    doc["racing"] = {"rule": "model"}
+    doc["constraints"] = [{"metric": "params", "op": "<=", "value": 1000}]
+    assert_rejected(doc, ("racing", "rule"), "the model rule races one objective")
+    doc["racing"] = {"rule": "forgiving", "stepwise": True}
+    assert_rejected(doc, ("racing", "stepwise"), "racing.stepwise races one objective")
 
 
 @pytest.mark.parametrize(

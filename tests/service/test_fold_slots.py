@@ -38,6 +38,18 @@ def test_racing_runs_min_folds_first_then_the_rest() -> None:
     assert picked([waiting, passed], 5) == [(3, 2), (3, 4)]
 
 
+def test_a_trial_stepping_runs_one_more_fold_at_a_time() -> None:
+    stepping = trial(0, done=(0, 1))
+    stepping.stepping = True
+    other = trial(1, done=(0, 1))
+    assert picked([stepping, other], 5) == [(0, 2), (1, 2), (1, 3), (1, 4)]
+    stepping.running = dict.fromkeys((2,))  # type: ignore[arg-type]
+    assert picked([stepping], 5) == []  # its next fold waits for the one it runs
+    first = trial(2)
+    first.stepping = True  # its first wave is min_folds whatever it says
+    assert picked([first], 5) == [(2, 0)]
+
+
 def test_no_free_slot_starts_nothing() -> None:
     assert picked([trial(0)], 0) == [] and picked([trial(0)], -2) == []
     assert picked([trial(0, done=(0, 1, 2), running=(3, 4))], 3) == []

@@ -171,3 +171,32 @@ def test_with_racing_new_trials_take_the_slots_their_first_folds_leave_free(
     assert [(numbers[r.trial_id], r.fold) for r in runs[:4]] == [(n, 0) for n in range(4)]
     assert len(trials) == 8
     assert {t.status for t in trials} <= {TrialStatus.COMPLETED, TrialStatus.PRUNED}
+
+
+def test_the_model_rule_prunes_a_trial_after_one_fold_once_the_study_has_a_pool(
+    lanes, tmp_path
+) -> None:
+    control, _reports = lanes
+    spec = _spec(trials=16, epochs=2, racing={"rule": "model", "alpha": 0.2})
+    spec = spec.model_copy(update={"parallel": spec.parallel.model_copy(update={"folds": 4})})
+    assert spec.racing.min_folds == 1
+    study_id = _create_study(control, spec)
+    cluster = SimulatedCluster(nodes=1, cpus_per_node=4, epoch_seconds=(0.03, 0.03))
+    asyncio.run(_run_to_end(lanes, cluster, study_id, tmp_path=tmp_path))
+
+    def read(session):
+        trials = session.scalars(select(TrialRow).where(TrialRow.study_id == study_id)).all()
+        runs = session.scalars(select(FoldRunRow)).all()
+        return trials, runs
+
+    trials, runs = control._read(read)
+    completed_folds = {
+        t.id: sum(r.trial_id == t.id and r.status is FoldStatus.COMPLETED for r in runs)
+        for t in trials
+    }
+    pruned = [t for t in trials if t.status is TrialStatus.PRUNED]
+    assert pruned, "nothing was pruned: pick another seed"
+    assert all("fold model of" in t.pruned_reason for t in pruned)
+    assert any(completed_folds[t.id] == 1 for t in pruned)  # judged on one fold
+    completed = [t for t in trials if t.status is TrialStatus.COMPLETED]
+    assert completed and all(completed_folds[t.id] == 4 for t in completed)
