@@ -17,6 +17,11 @@ The optimizers ``optuna_tpe`` and ``optuna_gp`` run Optuna over the same folds i
     .venv/bin/python -m benchmarks.racing --tasks digits --optimizers gp,optuna_tpe \\
         --modes off,racing,wilcoxon
 
+The mode ``one_epoch`` (with the ``random`` optimizer only) is the one-epoch baseline: every
+configuration of the random search trains one epoch on one fold, the best fifth every fold
+(``benchmarks/racing_one_epoch.py``), paired with random search's full CV on the same
+configurations.
+
     .venv/bin/python -m benchmarks.racing --seeds 10                      # the table in docs
     .venv/bin/python -m benchmarks.racing --tasks digits --seeds 3 --trials 8   # a smoke run
     .venv/bin/python -m benchmarks.racing --modes off,racing:ttest,pruning:asha:eta=2
@@ -49,6 +54,7 @@ import numpy as np
 from scipy import stats
 from sqlalchemy import func, select
 
+from benchmarks.racing_one_epoch import ONE_EPOCH_MODE, run_one_epoch_study
 from benchmarks.racing_optuna import OPTUNA_MODES, OPTUNA_OPTIMIZERS, run_optuna_study
 from foldwise.optimizers.pareto import hypervolume
 from foldwise.schemas import FoldStatus, TrialStatus
@@ -293,7 +299,12 @@ async def run_all(args: argparse.Namespace) -> list[Run]:
                 for seed in range(args.first_seed, args.first_seed + args.seeds):
                     for optimizer in args.optimizers:
                         for mode in _modes_of(optimizer, args.modes):  # side by side
-                            if optimizer in OPTUNA_OPTIMIZERS:
+                            if mode == ONE_EPOCH_MODE:
+                                document = study_document(task, "random", seed, "off", args)
+                                spec = StudySpec.model_validate(document)
+                                fields = run_one_epoch_study(spec, seed)
+                                run = Run(task, optimizer, mode, seed, **fields)
+                            elif optimizer in OPTUNA_OPTIMIZERS:
                                 document = study_document(task, "random", seed, "off", args)
                                 spec = StudySpec.model_validate(document)
                                 fields = run_optuna_study(spec, optimizer, mode, seed)
@@ -327,7 +338,8 @@ def _modes_of(optimizer: str, modes: list[str]) -> list[str]:
     others."""
     if optimizer in OPTUNA_OPTIMIZERS:
         return [mode for mode in modes if mode in OPTUNA_MODES]
-    return [mode for mode in modes if mode not in OPTUNA_MODES or mode == "off"]
+    own = [mode for mode in modes if mode not in OPTUNA_MODES or mode == "off"]
+    return [mode for mode in own if mode != ONE_EPOCH_MODE or optimizer == "random"]
 
 
 async def _warm_up(
@@ -484,8 +496,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if not any(a.startswith("--modes") for a in given):
             args.modes = ["off", "racing"]  # pruning follows one curve: not for these studies
     for mode in args.modes:
-        if mode in OPTUNA_MODES and mode != "off":
-            continue  # Optuna's own: racing_optuna
+        if (mode in OPTUNA_MODES and mode != "off") or mode == ONE_EPOCH_MODE:
+            continue  # Optuna's own (racing_optuna), or the one-epoch baseline
         try:
             sections = parse_mode(mode)
         except ValueError as exc:

@@ -36,7 +36,8 @@ class Racing(StrictModel):
     stepwise: bool | None = Field(
         None,
         description="Once past its first min_folds, a trial behind the incumbent (below even "
-        "odds to beat it by the model rule; worse on the folds both ran by the others) runs "
+        "odds to beat it by the model rule; worse on the folds both ran by the others; with "
+        "no incumbent yet, worse than another trial in flight on the folds both ran) runs "
         "one more fold at a time, so that racing can stop it after each, and the slots it "
         "would have taken go to other trials; off: it runs all its other folds at once. By "
         "default on with the model rule, off with the others; one objective only",

@@ -130,6 +130,20 @@ def behind(
     return gap > 0
 
 
+def behind_a_peer(
+    values: Mapping[int, float], peers: list[Mapping[int, float]], *, maximize: bool
+) -> bool:
+    """Before the study has an incumbent: whether some other trial in flight (``peers``, the
+    values of their finished folds) did better than the trial whose finished folds have
+    ``values`` on the folds both ran."""
+    sign = -1.0 if maximize else 1.0
+    for peer in peers:
+        shared = [k for k in values if k in peer]
+        if shared and statistics.fmean(sign * (values[k] - peer[k]) for k in shared) > 0:
+            return True
+    return False
+
+
 def _model_verdict(
     racing: Racing,
     values: Mapping[int, float],

@@ -54,7 +54,16 @@ SMOKE_RUNS = {
         "| seed | CV-best val_loss ± s.e. | selection-corrected |",
     ),
     "racing": (
-        ["--tasks", "digits", "--seeds", "1", "--trials", "3", "--modes", "off,racing,wilcoxon"]
+        [
+            "--tasks",
+            "digits",
+            "--seeds",
+            "1",
+            "--trials",
+            "3",
+            "--modes",
+            "off,racing,wilcoxon,one_epoch",
+        ]
         + ["--optimizers", "random,optuna_tpe"],
         "| optuna_tpe | wilcoxon |",
     ),

@@ -118,3 +118,11 @@ def test_optuna_runs_its_own_modes_and_foldwise_its_own() -> None:
     assert args.modes == ["off", "wilcoxon"]  # Optuna's mode is not a foldwise spec's
     with pytest.raises(SystemExit):
         parse_args(["--modes", "off,wilcoxn"])
+
+
+def test_the_one_epoch_baseline_runs_with_random_search_only() -> None:
+    modes = ["off", "one_epoch", "racing"]
+    assert _modes_of("random", modes) == modes
+    assert _modes_of("gp", modes) == ["off", "racing"]
+    assert _modes_of("optuna_tpe", modes) == ["off"]
+    assert parse_args(["--modes", "off,one_epoch"]).modes == ["off", "one_epoch"]

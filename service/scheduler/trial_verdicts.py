@@ -29,7 +29,7 @@ from foldwise.pruners.fold_statistics import (
     scored_fields,
 )
 from foldwise.pruners.in_fold import FoldCurves
-from foldwise.pruners.racing import Incumbent, behind, race_verdict
+from foldwise.pruners.racing import Incumbent, behind, behind_a_peer, race_verdict
 from foldwise.schemas import FoldStatus, TrialStatus
 from foldwise.service.scheduler.fold_task import FoldOutcome
 from foldwise.service.scheduler.store import FoldEnd, SchedulerStore, TrialHandle, without_fold
@@ -220,9 +220,18 @@ class TrialVerdicts:
             question = {"folds": folds, "maximize": spec.objective.maximize, "model": model}
             reason = race_verdict(spec.racing, trial.values, self.incumbent, **question)
             if reason is None and spec.racing.stepwise:
-                trial.stepping = behind(spec.racing, trial.values, self.incumbent, **question)
+                trial.stepping = self._behind(trial, question)
         if reason is not None:
             await self._prune(trial, reason)
+
+    def _behind(self, trial: TrialProgress, question: dict[str, Any]) -> bool:
+        """Whether ``trial`` is behind the incumbent (``racing.stepwise``), or, before the
+        study has one, behind another trial in flight on the folds both ran: only the trial
+        ahead of all runs every fold at once, and becomes the first incumbent soonest."""
+        if self.incumbent is None:
+            peers = [t.values for t in self.trials.values() if t is not trial and t.values]
+            return behind_a_peer(trial.values, peers, maximize=question["maximize"])
+        return behind(self.spec.racing, trial.values, self.incumbent, **question)
 
     async def _new_incumbent(self) -> None:
         """Read the incumbent (or the front) again after a trial completed; trials in flight

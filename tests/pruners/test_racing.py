@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from foldwise.pruners.racing import Incumbent, chance_to_beat, paired_p_value, race_verdict
+from foldwise.pruners.racing import (
+    Incumbent,
+    behind_a_peer,
+    chance_to_beat,
+    paired_p_value,
+    race_verdict,
+)
 from foldwise.racing import Racing
 
 INCUMBENT = Incumbent(number=3, values={0: 0.10, 1: 0.12, 2: 0.30, 3: 0.11, 4: 0.13})
@@ -133,3 +139,11 @@ def test_the_posterior_rule_says_why_it_pruned() -> None:
     assert reason.endswith(" < 0.1 that its mean over all 5 folds beats the incumbent's")
     assert verdict(POSTERIOR, {0: 0.16, 1: 0.11}) is None  # behind on one, ahead on the other
     assert verdict(POSTERIOR, {0: 0.09, 1: 0.11, 2: 0.29, 3: 0.10}) is None  # ahead
+
+
+def test_before_an_incumbent_a_trial_is_behind_a_peer_that_did_better_on_the_same_folds() -> None:
+    mine = {0: 0.30, 1: 0.40}
+    assert behind_a_peer(mine, [{0: 0.25}], maximize=False)  # better on fold 0
+    assert not behind_a_peer(mine, [{0: 0.35}, {2: 0.1}], maximize=False)  # no fold shared
+    assert behind_a_peer(mine, [{0: 0.35}], maximize=True)
+    assert not behind_a_peer(mine, [], maximize=False)

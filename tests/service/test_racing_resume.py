@@ -7,6 +7,8 @@ import asyncio
 
 import pytest
 
+from foldwise.pruners.fold_model import fit_fold_model
+from foldwise.pruners.racing import Incumbent, race_verdict
 from foldwise.schemas import FoldStatus, StudyStatus, TrialStatus
 from foldwise.service.db import fold_runs as fold_repo
 from foldwise.service.db import studies as study_repo
@@ -221,3 +223,46 @@ async def _taking_in(
 
 def _run_status(db: SessionRunner, run_id: int) -> FoldStatus:
     return db._read(lambda s: s.get(FoldRunRow, run_id).status)
+
+
+def test_a_restarted_scheduler_fits_the_fold_model_to_the_stored_folds_and_prunes_alike(
+    db,
+) -> None:
+    # four completed trials on three folds (fold 2 hard for all), a fifth left with one fold:
+    # the restarted runner fits the fold model to the stored folds of the finished trials and
+    # reaches the verdict the same model gives on them
+    finished = {n: [0.30 + 0.02 * n, 0.31 + 0.02 * n, 0.45 + 0.02 * n] for n in range(4)}
+    finished[1][0] += 0.01
+    spec = StudySpec.model_validate(
+        study_spec(
+            budget={"trials": 5},
+            parallel={"trial_groups": 2, "folds": 3, "workers_per_fold": 1},
+            racing={"rule": "model"},
+        )
+    )
+
+    def work(session) -> int:
+        study = study_repo.create_study(session, spec)
+        session.flush()
+        for number, values in [*finished.items(), (4, [0.70])]:
+            trial = trial_repo.create_trial(session, study.id, {"lr": 0.01}, number=number)
+            for fold, value in enumerate(values):
+                run = fold_repo.start_fold_run(session, trial.id, fold)
+                fold_repo.finish_fold_run(session, run.id, FoldStatus.COMPLETED, value=value)
+            if len(values) == 3:
+                mean = sum(values) / 3
+                trial_repo.finish_trial(session, trial, TrialStatus.COMPLETED, value=mean)
+        return study.id
+
+    study_id = db._write(work)
+    store = SchedulerStore(db)
+    runner = StudyRunner(study_id, store, RayExecutor(), poll_seconds=0.05)
+    asyncio.run(asyncio.wait_for(runner.run(), timeout=60))
+    trial = db._read(lambda s: trial_repo.get_trial(s, study_id, 4))
+    model = fit_fold_model({n: dict(enumerate(v)) for n, v in finished.items()})
+    incumbent = Incumbent(0, dict(enumerate(finished[0])))
+    expected = race_verdict(
+        spec.racing, {0: 0.70}, incumbent, folds=3, maximize=False, model=model
+    )
+    assert expected is not None and "fold model of 4 trials" in expected
+    assert trial.status is TrialStatus.PRUNED and trial.pruned_reason == expected
