@@ -6,8 +6,9 @@ so a rule that spends folds and epochs must beat it).
 The configurations are foldwise's random search's for the seed, the same ones the ``random``
 optimizer's runs of that seed train (its n-th configuration depends on the seed and n alone),
 so the baseline is paired with full CV on the same configurations. Its folds train one after
-another in this process with foldwise's own fold runner (``racing_optuna._train_fold``), so
-its wall time is not comparable with the service's fold slots.
+another in this process with foldwise's own fold runner
+(``racing_optuna.train_fold_in_process``), so its wall time is not comparable with the
+service's fold slots.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import statistics
 import time
 from typing import Any
 
-from benchmarks.racing_optuna import _train_fold
+from benchmarks.racing_optuna import train_fold_in_process
 from foldwise.optimizers import create_optimizer
 from foldwise.spec import StudySpec
 
@@ -39,13 +40,17 @@ def run_one_epoch_study(spec: StudySpec, seed: int) -> dict[str, Any]:
     started = time.time()
     epoch_ends: list[float] = []
     sign = 1.0 if spec.objective.direction.value == "minimize" else -1.0
-    first = [sign * _train_fold(one_epoch, p, 0, epoch_ends, started) for p in configs]
-    kept = sorted(range(trials), key=lambda i: (first[i], i))[: max(1, round(TOP_SHARE * trials))]
+    first = [sign * train_fold_in_process(one_epoch, p, 0, epoch_ends, started) for p in configs]
+    ranked = sorted(range(trials), key=lambda i: (math.isnan(first[i]), first[i], i))
+    kept = ranked[: max(1, round(TOP_SHARE * trials))]
     completed: list[tuple[float, float]] = []
     for index in kept:
         folds = range(spec.parallel.folds)
-        values = [_train_fold(spec, configs[index], k, epoch_ends, started) for k in folds]
-        completed.append((time.time() - started, statistics.fmean(values)))  # as the service
+        values = [
+            train_fold_in_process(spec, configs[index], k, epoch_ends, started) for k in folds
+        ]
+        if not any(math.isnan(v) for v in values):  # a diverged fold fails the trial
+            completed.append((time.time() - started, statistics.fmean(values)))  # as the service
     return {
         "wall": time.time() - started,
         "utilisation": math.nan,

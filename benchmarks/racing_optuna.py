@@ -19,6 +19,7 @@ from typing import Any
 from foldwise.space import condition_order
 from foldwise.spec import StudySpec
 from foldwise.trainers.ddp import free_port
+from foldwise.trainers.fold_errors import TrainingDiverged
 from foldwise.trainers.fold_runner import run_fold
 from foldwise.trainers.job import FoldJob
 from foldwise.trainers.objective import fold_value
@@ -54,7 +55,7 @@ def run_optuna_study(spec: StudySpec, optimizer: str, mode: str, seed: int) -> d
         params = _suggest(trial, spec)
         values = []
         for fold in range(folds):
-            values.append(_train_fold(spec, params, fold, epoch_ends, started))
+            values.append(train_fold_in_process(spec, params, fold, epoch_ends, started))
             trial.report(values[-1], fold)
             if trial.should_prune():
                 raise optuna.TrialPruned
@@ -95,16 +96,21 @@ def _suggest(trial: Any, spec: StudySpec) -> dict[str, Any]:
     return params
 
 
-def _train_fold(
+def train_fold_in_process(
     spec: StudySpec, params: dict[str, Any], fold: int, epoch_ends: list[float], started: float
 ) -> float:
-    """Train one fold here and return its value; each epoch's end goes into ``epoch_ends``."""
+    """Train one fold here and return its value (NaN when its training diverged: the trial
+    fails, as a foldwise fold that diverges fails its trial); each epoch's end goes into
+    ``epoch_ends``."""
     job = FoldJob.from_spec(spec, params=params, fold=fold)
     epochs = []
     events = run_fold(job, rank=0, master_addr="127.0.0.1", master_port=free_port())
-    for event in events:
-        if isinstance(event, EpochReport) and not event.restored:
-            epochs.append(event.metrics)
-            epoch_ends.append(time.time() - started)
+    try:
+        for event in events:
+            if isinstance(event, EpochReport) and not event.restored:
+                epochs.append(event.metrics)
+                epoch_ends.append(time.time() - started)
+    except TrainingDiverged:
+        return math.nan
     objective = spec.objective
     return fold_value(epochs, objective.metric, objective.direction.value, objective.use)
