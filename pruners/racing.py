@@ -120,9 +120,7 @@ def behind(
     if racing.rule == "model":
         if model is None:
             return False
-        losses = {k: sign * v for k, v in values.items()}
-        target = statistics.fmean(sign * v for v in incumbent.values.values())
-        return model.chance_below(losses, target, folds) < 0.5
+        return _model_chance(model, values, incumbent, folds=folds, maximize=maximize)[0] < 0.5
     shared = [k for k in values if k in incumbent.values]
     if not shared:
         return False
@@ -160,9 +158,9 @@ def _model_verdict(
     if len(values) < (racing.min_folds or 1) or len(values) >= folds:
         return None
     sign = -1.0 if maximize else 1.0
-    losses = {k: sign * v for k, v in values.items()}
-    target = statistics.fmean(sign * v for v in incumbent.values.values())
-    chance = model.chance_below(losses, target, folds)
+    chance, losses, target = _model_chance(
+        model, values, incumbent, folds=folds, maximize=maximize
+    )
     if not chance < racing.alpha:
         return None
     centre, scale, _dof = model.predict_mean(losses, folds)
@@ -172,6 +170,22 @@ def _model_verdict(
         f"(trial {incumbent.number}) {sign * target:.4g}, probability {chance:.2g} < "
         f"{racing.alpha:g} to beat it (fold model of {model.trials} trials)"
     )
+
+
+def _model_chance(
+    model: FoldModel,
+    values: Mapping[int, float],
+    incumbent: Incumbent,
+    *,
+    folds: int,
+    maximize: bool,
+) -> tuple[float, dict[int, float], float]:
+    """The fold model's probability that the trial's mean over all folds beats the
+    incumbent's, with the trial's fold values and the incumbent's mean as losses."""
+    sign = -1.0 if maximize else 1.0
+    losses = {k: sign * v for k, v in values.items()}
+    target = statistics.fmean(sign * v for v in incumbent.values.values())
+    return model.chance_below(losses, target, folds), losses, target
 
 
 def clearly_worse(

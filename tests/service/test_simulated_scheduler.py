@@ -22,11 +22,11 @@ from foldwise.spec import StudySpec
 from tests.service.study_specs import study_spec
 
 
-def _spec(trials: int = 6, epochs: int = 3, **overrides) -> StudySpec:
+def _spec(trials: int = 6, epochs: int = 3, folds: int = 2, **overrides) -> StudySpec:
     document = study_spec(
         space={"x": {"type": "float", "low": 0.0, "high": 1.0}},
         budget={"trials": trials},
-        parallel={"trial_groups": 2, "folds": 2, "workers_per_fold": 1},
+        parallel={"trial_groups": 2, "folds": folds, "workers_per_fold": 1},
         trainer={"task": "digits_mlp", "epochs": epochs, "batch_size": 64},
         **overrides,
     )
@@ -153,8 +153,7 @@ def test_with_racing_new_trials_take_the_slots_their_first_folds_leave_free(
     lanes, tmp_path
 ) -> None:
     control, _reports = lanes
-    spec = _spec(trials=8, epochs=2, racing={"rule": "forgiving", "min_folds": 1})
-    spec = spec.model_copy(update={"parallel": spec.parallel.model_copy(update={"folds": 4})})
+    spec = _spec(trials=8, epochs=2, folds=4, racing={"rule": "forgiving", "min_folds": 1})
     study_id = _create_study(control, spec)  # 2 x 4 slots, of which the cluster holds 4
     cluster = SimulatedCluster(nodes=1, cpus_per_node=4, epoch_seconds=(0.05, 0.05))
     asyncio.run(_run_to_end(lanes, cluster, study_id, tmp_path=tmp_path))
@@ -177,8 +176,7 @@ def test_the_model_rule_prunes_a_trial_after_one_fold_once_the_study_has_a_pool(
     lanes, tmp_path
 ) -> None:
     control, _reports = lanes
-    spec = _spec(trials=16, epochs=2, racing={"rule": "model", "alpha": 0.2})
-    spec = spec.model_copy(update={"parallel": spec.parallel.model_copy(update={"folds": 4})})
+    spec = _spec(trials=16, epochs=2, folds=4, racing={"rule": "model", "alpha": 0.2})
     assert spec.racing.min_folds == 1
     study_id = _create_study(control, spec)
     cluster = SimulatedCluster(nodes=1, cpus_per_node=4, epoch_seconds=(0.03, 0.03))
